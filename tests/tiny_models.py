@@ -3,7 +3,9 @@ round trip covers all of its classes."""
 
 import torch
 
-from hf_encoders import MaeLmConfig
+from transformers import BertConfig
+
+from hf_encoders import BiphasicConfig, MaeLmConfig, TaclConfig
 
 VOCAB_SIZE = 64
 MASK_TOKEN_ID = 4
@@ -18,7 +20,27 @@ def tiny_mae_lm_config(**overrides) -> MaeLmConfig:
     return MaeLmConfig(**{**settings, **overrides})
 
 
-TINY_CONFIGS = {"mae_lm": tiny_mae_lm_config}
+def tiny_tacl_config(student_config=None, **overrides) -> TaclConfig:
+    """TaCL around a tiny BERT student (so NSP is on) unless another student config is given."""
+    if student_config is None:
+        student_config = BertConfig(
+            vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+            max_position_embeddings=64, pad_token_id=0,
+        )
+    return TaclConfig(student_config=student_config, **overrides)
+
+
+def tiny_biphasic_config(**overrides) -> BiphasicConfig:
+    """Grouped-query attention (4 heads, 2 KV heads); pad 0, BOS 1, EOS 2."""
+    settings = dict(
+        vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=64, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        mask_token_id=MASK_TOKEN_ID, num_labels=3,
+    )
+    return BiphasicConfig(**{**settings, **overrides})
+
+
+TINY_CONFIGS = {"mae_lm": tiny_mae_lm_config, "tacl": tiny_tacl_config, "biphasic": tiny_biphasic_config}
 
 
 def sample_batch(seed: int = 0, batch_size: int = 2, length: int = 12) -> dict[str, torch.Tensor]:

@@ -148,6 +148,8 @@ class MaeLmPreTrainedModel(PreTrainedModel):
     _supports_flash_attn = False
     _supports_flex_attn = False
     _supports_attention_backend = False
+    # Fine-tuning drops the pre-training decoder and LM head: the only weights a task model may leave unread.
+    _keys_to_ignore_on_load_unexpected = [r"^decoder\.", r"^lm_head\."]
     # Parameter-name prefixes a task head adds on top of the encoder; only these may be missing on load.
     _new_head_prefixes: tuple[str, ...] = ()
 
@@ -160,11 +162,14 @@ class MaeLmPreTrainedModel(PreTrainedModel):
         task heads) and the task head's own fresh parameters.
         """
         want_loading_info = kwargs.pop("output_loading_info", False)
-        model, info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+        # Transformers raises a bare RuntimeError on shape mismatches; collect them to report with the rest,
+        # unless the caller explicitly accepts re-initialising mis-shaped weights (e.g. a new label count).
+        tolerate_mismatch = kwargs.pop("ignore_mismatched_sizes", False)
+        model, info = super().from_pretrained(*args, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
         problems = {
             "missing": [key for key in info["missing_keys"] if not key.startswith(cls._new_head_prefixes)],
             "unexpected": list(info["unexpected_keys"]),
-            "mis-shaped": [str(entry) for entry in info["mismatched_keys"]],
+            "mis-shaped": [] if tolerate_mismatch else [str(entry[0]) for entry in info["mismatched_keys"]],
         }
         if any(problems.values()):
             details = "; ".join(f"{kind}: {sorted(keys)[:8]}" for kind, keys in problems.items() if keys)
@@ -406,7 +411,6 @@ class MaeLmClassificationHead(nn.Module):
 
 
 class MaeLmForSequenceClassification(MaeLmPreTrainedModel):
-    _keys_to_ignore_on_load_unexpected = [r"^decoder\.", r"^lm_head\."]
     _new_head_prefixes = ("classifier.",)
 
     def __init__(self, config: MaeLmConfig):
@@ -423,7 +427,6 @@ class MaeLmForSequenceClassification(MaeLmPreTrainedModel):
 
 
 class MaeLmForTokenClassification(MaeLmPreTrainedModel):
-    _keys_to_ignore_on_load_unexpected = [r"^decoder\.", r"^lm_head\."]
     _new_head_prefixes = ("classifier.",)
 
     def __init__(self, config: MaeLmConfig):
@@ -442,7 +445,6 @@ class MaeLmForTokenClassification(MaeLmPreTrainedModel):
 
 
 class MaeLmForQuestionAnswering(MaeLmPreTrainedModel):
-    _keys_to_ignore_on_load_unexpected = [r"^decoder\.", r"^lm_head\."]
     _new_head_prefixes = ("qa_outputs.",)
 
     def __init__(self, config: MaeLmConfig):

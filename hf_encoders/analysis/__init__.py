@@ -1,0 +1,27 @@
+"""The papers' representation diagnostics for any encoder Transformers loads.
+
+- `self_similarity`, `similarity_matrix`: TaCL Eq. 3 and Fig. 3, token cosines within a sentence.
+- `effective_rank`: MAE-LM's tau-effective rank (Sec. 2.2).
+- `isotropy`: the mean cosine across sentences, the baseline that self-similarity is read against.
+- `layerwise_report`: all of them for every layer of a model, streamed over a corpus, with and
+  without [MASK] in the input (MAE-LM Fig. 1a-b); `plot_layer_curves` and `plot_similarity_heatmap`
+  draw the papers' figures. `hf-encoders analyze` runs it all from the command line.
+"""
+
+from .isotropy import isotropy
+from .plots import plot_layer_curves, plot_similarity_heatmap
+from .rank import effective_rank
+from .report import LayerwiseReport, layerwise_report, token_similarity_matrix
+from .similarity import self_similarity, similarity_matrix
+
+__all__ = [
+    "LayerwiseReport",
+    "effective_rank",
+    "isotropy",
+    "layerwise_report",
+    "plot_layer_curves",
+    "plot_similarity_heatmap",
+    "self_similarity",
+    "similarity_matrix",
+    "token_similarity_matrix",
+]

@@ -1,0 +1,47 @@
+"""Model cards: `model_cards/<method>.md` (Jinja, huggingface_hub's ModelCard) rendered next to the weights."""
+
+from pathlib import Path
+
+from huggingface_hub import ModelCard, ModelCardData
+from transformers import TrainerState
+
+from .training.loss_curves import loss_series
+
+TEMPLATES = Path(__file__).parent / "model_cards"
+
+
+def hub_reference(name: str | None) -> str | None:
+    """Card metadata may only name Hub repositories, never a local path or the embedded corpus."""
+    if name is None or name == "embedded" or Path(name).exists():
+        return None
+    return name
+
+
+def training_summary(state: TrainerState, tokens_per_step: int | None = None) -> str:
+    lines = [f"- optimizer steps: {state.global_step}"]
+    if tokens_per_step:
+        lines.append(f"- tokens seen: about {state.global_step * tokens_per_step:,}")
+    for term, (steps, values) in loss_series(state.log_history).items():
+        lines.append(f"- final {term.replace('_', ' ')}: {values[-1]:.4f} (step {steps[-1]})")
+    return "\n".join(lines)
+
+
+def write_model_card(output_dir: Path, recipe, args, state: TrainerState, tokens_per_step: int | None = None) -> Path:
+    card_data = ModelCardData(
+        library_name="transformers",
+        license="apache-2.0",
+        tags=["hf-encoders", recipe.name],
+        pipeline_tag=recipe.pipeline_tag,
+        base_model=hub_reference(args.init),
+        datasets=hub_reference(args.corpus),
+    )
+    card = ModelCard.from_template(
+        card_data,
+        template_path=str(TEMPLATES / f"{recipe.card_template}.md"),
+        model_id=Path(output_dir).name,
+        corpus=args.corpus or "English prose embedded from Python's standard library documentation",
+        training_summary=training_summary(state, tokens_per_step),
+    )
+    path = Path(output_dir) / "README.md"
+    card.save(path)
+    return path

@@ -1,0 +1,149 @@
+"""Tokenize documents and pack them into fixed-size blocks, BERT style or Llama style.
+
+Both styles stream the documents of a `Dataset.map` batch into one token sequence, cut it into equal
+blocks and drop the short tail, as `run_mlm.py`'s `group_texts` does. They differ in where special
+tokens go:
+
+* BERT style: every block is [CLS] + block_size - 2 corpus tokens + [SEP]; documents may be separated
+  by a separator token (usually [SEP]) inside the stream.
+* Llama style: documents are joined with EOS (and optionally started with BOS) and the stream is cut
+  into blocks of exactly block_size tokens with nothing added at block edges.
+
+Blocks come in "input_ids", "attention_mask" (all ones) and "special_tokens_mask" (1 on the inserted
+tokens, which `DataCollatorForLanguageModeling` then never masks).
+"""
+
+from itertools import chain
+
+from datasets import Dataset, IterableDataset
+from transformers import PreTrainedTokenizerBase
+
+# Documents per `map` batch; each batch loses at most one short tail of less than a block.
+DOCUMENTS_PER_BATCH = 1000
+
+
+def tokenize_documents(
+    dataset: Dataset | IterableDataset,
+    tokenizer: PreTrainedTokenizerBase,
+    num_proc: int | None = None,
+    text_column: str = "text",
+) -> Dataset | IterableDataset:
+    """Replace each document with its "input_ids", without special tokens (packing adds those).
+
+    `num_proc` parallelises a `Dataset`; an `IterableDataset` is tokenized lazily as it is read.
+    """
+    parallelism = {"num_proc": num_proc} if isinstance(dataset, Dataset) else {}
+    return dataset.map(
+        _tokenize_batch,
+        batched=True,
+        remove_columns=dataset.column_names or [text_column],
+        fn_kwargs={"tokenizer": tokenizer, "text_column": text_column},
+        **parallelism,
+    )
+
+
+def pack_bert_style(
+    tokenized: Dataset | IterableDataset,
+    block_size: int,
+    *,
+    cls_id: int,
+    sep_id: int,
+    separator_id: int | None = None,
+    num_proc: int | None = None,
+) -> Dataset | IterableDataset:
+    """Blocks of [CLS] + (block_size - 2) tokens + [SEP]; `separator_id` (if any) ends each document."""
+    _require_ids(cls_id=cls_id, sep_id=sep_id)
+    return _pack(
+        tokenized,
+        block_size,
+        num_proc,
+        document_suffix=() if separator_id is None else (separator_id,),
+        block_prefix=(cls_id,),
+        block_suffix=(sep_id,),
+    )
+
+
+def pack_llama_style(
+    tokenized: Dataset | IterableDataset,
+    block_size: int,
+    *,
+    eos_id: int,
+    bos_id: int | None = None,
+    num_proc: int | None = None,
+) -> Dataset | IterableDataset:
+    """Blocks of block_size tokens cut from documents joined by EOS, each started with BOS if `bos_id`."""
+    _require_ids(eos_id=eos_id)
+    return _pack(
+        tokenized,
+        block_size,
+        num_proc,
+        document_prefix=() if bos_id is None else (bos_id,),
+        document_suffix=(eos_id,),
+    )
+
+
+def _tokenize_batch(batch: dict[str, list], tokenizer: PreTrainedTokenizerBase, text_column: str) -> dict:
+    # verbose=False: documents longer than the model's maximum are expected, packing cuts them up.
+    return tokenizer(
+        batch[text_column],
+        add_special_tokens=False,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+        verbose=False,
+    )
+
+
+def _require_ids(**ids: int | None) -> None:
+    for name, token_id in ids.items():
+        if token_id is None:
+            raise ValueError(f"{name} is None: the tokenizer lacks that special token; add it or pass an id.")
+
+
+def _pack(
+    tokenized: Dataset | IterableDataset,
+    block_size: int,
+    num_proc: int | None,
+    *,
+    document_prefix: tuple[int, ...] = (),
+    document_suffix: tuple[int, ...],
+    block_prefix: tuple[int, ...] = (),
+    block_suffix: tuple[int, ...] = (),
+) -> Dataset | IterableDataset:
+    tokens_per_block = block_size - len(block_prefix) - len(block_suffix)
+    if tokens_per_block < 1:
+        raise ValueError(f"block_size={block_size} leaves no room for text between the block's special tokens.")
+    parallelism = {"num_proc": num_proc} if isinstance(tokenized, Dataset) else {}
+    return tokenized.map(
+        _pack_batch,
+        batched=True,
+        batch_size=DOCUMENTS_PER_BATCH,
+        remove_columns=tokenized.column_names or ["input_ids"],
+        fn_kwargs={
+            "tokens_per_block": tokens_per_block,
+            "document_prefix": document_prefix,
+            "document_suffix": document_suffix,
+            "block_prefix": block_prefix,
+            "block_suffix": block_suffix,
+        },
+        **parallelism,
+    )
+
+
+def _pack_batch(
+    batch: dict[str, list],
+    tokens_per_block: int,
+    document_prefix: tuple[int, ...],
+    document_suffix: tuple[int, ...],
+    block_prefix: tuple[int, ...],
+    block_suffix: tuple[int, ...],
+) -> dict[str, list[list[int]]]:
+    stream = list(chain.from_iterable((*document_prefix, *ids, *document_suffix) for ids in batch["input_ids"]))
+    starts = range(0, len(stream) - tokens_per_block + 1, tokens_per_block)  # drops the short tail
+    blocks = [[*block_prefix, *stream[start : start + tokens_per_block], *block_suffix] for start in starts]
+    # Marks every id we insert, wherever it occurs (also a "[SEP]" spelled out in the text itself).
+    special_ids = {*document_prefix, *document_suffix, *block_prefix, *block_suffix}
+    return {
+        "input_ids": blocks,
+        "attention_mask": [[1] * len(block) for block in blocks],
+        "special_tokens_mask": [[int(token in special_ids) for token in block] for block in blocks],
+    }

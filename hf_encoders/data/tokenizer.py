@@ -1,0 +1,46 @@
+"""A BERT-style WordPiece tokenizer trained on the spot, or a saved one loaded with `AutoTokenizer`."""
+
+from collections.abc import Iterable
+
+from transformers import AutoTokenizer, BertTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+
+from .errors import TokenizerLoadError, hub_unreachable_reason
+
+
+def train_wordpiece_tokenizer(
+    texts: Iterable[str], vocab_size: int = 8000, lowercase: bool = True, model_max_length: int = 512
+) -> PreTrainedTokenizerFast:
+    """Train a WordPiece vocabulary on `texts` inside BERT's tokenization pipeline.
+
+    The result is a fast `BertTokenizer` with [PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4, the
+    "[CLS] A [SEP]" / "[CLS] A [SEP] B [SEP]" templates (token_type_ids 1 on B), offsets, and a
+    `save_pretrained` folder that `AutoTokenizer.from_pretrained` reloads unchanged.
+    """
+    # BertTokenizer's constructor lays out the whole pipeline (BertNormalizer, BertPreTokenizer, the
+    # templates, the WordPiece decoder) around a vocabulary of just the five special tokens in the order
+    # above; training keeps both and learns the rest of the vocabulary.
+    blueprint = BertTokenizer(do_lower_case=lowercase, model_max_length=model_max_length)
+    tokenizer = blueprint.train_new_from_iterator(texts, vocab_size=vocab_size, show_progress=False)
+    if len(tokenizer) == len(blueprint):
+        raise ValueError("train_wordpiece_tokenizer got no text to learn from; pass a non-empty corpus.")
+    return tokenizer
+
+
+def load_or_train_tokenizer(
+    name_or_path: str | None, texts: Iterable[str], **train_kwargs
+) -> PreTrainedTokenizerBase:
+    """Load the tokenizer at `name_or_path` with `AutoTokenizer`, or train one on `texts` when it is None.
+
+    `texts` and `train_kwargs` (see `train_wordpiece_tokenizer`) are only used for training.
+    Raises `TokenizerLoadError` when `name_or_path` cannot be loaded.
+    """
+    if name_or_path is None:
+        return train_wordpiece_tokenizer(texts, **train_kwargs)
+    try:
+        return AutoTokenizer.from_pretrained(name_or_path)
+    except (OSError, ValueError) as error:  # OSError: no such files; ValueError: files it cannot build from
+        raise TokenizerLoadError(
+            f"cannot load a tokenizer from {name_or_path!r}: it is not a folder written by save_pretrained "
+            f"(with tokenizer.json) and {hub_unreachable_reason()} ({error}). Pass such a folder, or None "
+            "to train a WordPiece tokenizer on the corpus."
+        ) from error

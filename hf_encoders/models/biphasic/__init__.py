@@ -1,0 +1,10 @@
+from .configuration_biphasic import BiphasicConfig
+from .modeling_biphasic import (
+    BiphasicEncoder,
+    BiphasicEncoderForMaskedLM,
+    BiphasicEncoderForPreTraining,
+    BiphasicEncoderForQuestionAnswering,
+    BiphasicEncoderForSequenceClassification,
+    BiphasicEncoderForTokenClassification,
+    BiphasicPreTrainedModel,
+)

@@ -1,0 +1,2 @@
+from .configuration_tacl import TaclConfig
+from .modeling_tacl import TaclForPreTraining, TaclForPreTrainingOutput, token_contrastive_loss

@@ -1,0 +1,73 @@
+"""`hf-encoders pretrain --method biphasic`: CLM -> MLM on one Llama-style network.
+
+* PFS (from scratch): a `--model_size` preset, `--phases clm:0.25,mlm:0.75` (the paper's best split).
+* CPT: `--init PATH` converts a Llama-family causal LM (folder, Hub name or .gguf file) and continues with
+  `--phases mlm:1.0`.
+
+The paper runs ONE warmup-stable-decay schedule over the whole run with linear decay:
+`--lr_scheduler_type warmup_stable_decay --lr_scheduler_kwargs '{"num_decay_steps": N, "decay_type": "linear"}'`
+with AdamW (0.9, 0.95), weight decay 0.1, clipping 1.0.
+"""
+
+from ...data.biphasic_collator import DataCollatorForBiphasic
+from ...data.packing import pack_llama_style, tokenize_documents
+from ...models.biphasic import BiphasicConfig, BiphasicEncoderForPreTraining
+from ...models.biphasic.configuration_biphasic import PRESETS
+from ..conversion import fit_model_to_tokenizer, load_causal_lm_tokenizer, prepare_tokenizer
+from ..model_sizes import sized_config_kwargs
+from ..phases import PhaseScheduleCallback
+from .base import Recipe
+
+# base is the paper's 210M model; tiny and small keep grouped-query attention so demos exercise it.
+SIZES = {
+    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=256),
+    "small": dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2, intermediate_size=1024),
+    "base": PRESETS["210m"],
+}
+
+
+class BiphasicRecipe(Recipe):
+    name = "biphasic"
+    card_template = "biphasic"
+
+    def build_tokenizer(self, args, documents):
+        tokenizer = load_causal_lm_tokenizer(args.init) if args.init else super().build_tokenizer(args, documents)
+        return prepare_tokenizer(tokenizer)
+
+    def build_dataset(self, args, tokenizer, documents):
+        tokenized = tokenize_documents(documents, tokenizer, num_proc=args.preprocessing_num_workers)
+        return pack_llama_style(
+            tokenized, args.block_size, eos_id=tokenizer.eos_token_id, bos_id=tokenizer.bos_token_id,
+            num_proc=args.preprocessing_num_workers,
+        )
+
+    def build_model(self, args, tokenizer):
+        ratio = {} if args.mlm_probability is None else {"mlm_probability": args.mlm_probability}
+        if args.init:
+            model = fit_model_to_tokenizer(BiphasicEncoderForPreTraining.from_causal_lm(args.init), tokenizer)
+            model.config.update(ratio)
+        else:
+            settings = dict(
+                vocab_size=len(tokenizer),
+                pad_token_id=tokenizer.pad_token_id,
+                bos_token_id=tokenizer.bos_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+                mask_token_id=tokenizer.mask_token_id,
+                max_position_embeddings=max(BiphasicConfig.max_position_embeddings, args.block_size),
+                **ratio,
+            )
+            config = BiphasicConfig(**{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides)})
+            model = BiphasicEncoderForPreTraining(config)
+        if args.block_size > model.config.max_position_embeddings:
+            raise ValueError(
+                f"--block_size {args.block_size} exceeds the model's max_position_embeddings "
+                f"({model.config.max_position_embeddings}); pass a smaller --block_size."
+            )
+        return model
+
+    def build_collator(self, args, tokenizer):
+        probability = args.mlm_probability or BiphasicConfig.mlm_probability
+        return DataCollatorForBiphasic(tokenizer, mlm_probability=probability, pad_to_multiple_of=8)
+
+    def callbacks(self, args):
+        return [PhaseScheduleCallback.from_string(args.phases)]
