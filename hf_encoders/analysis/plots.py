@@ -46,7 +46,7 @@ def plot_similarity_heatmap(
     axes.set_xticks(range(len(tokens)), tokens, rotation=90)
     axes.set_yticks(range(len(tokens)), tokens)
     axes.set_title(title)
-    figure.clear()
+    figure.colorbar(image, ax=axes, label="cosine similarity")
     return _save(figure, path)
 
 
