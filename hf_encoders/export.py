@@ -11,11 +11,7 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
-
-def export_tacl(checkpoint: str, output_dir: Path) -> None:
-    from .models.tacl import TaclForPreTraining
-
-    TaclForPreTraining.from_pretrained(checkpoint).save_student(output_dir, tokenizer=AutoTokenizer.from_pretrained(checkpoint))
+from .training.recipes.tacl import export_student
 
 
 def export_biphasic(checkpoint: str, output_dir: Path) -> None:
@@ -27,7 +23,7 @@ def export_biphasic(checkpoint: str, output_dir: Path) -> None:
     AutoTokenizer.from_pretrained(checkpoint).save_pretrained(output_dir)
 
 
-EXPORTERS = {"tacl": export_tacl, "biphasic": export_biphasic}
+EXPORTERS = {"tacl": export_student, "biphasic": export_biphasic}
 
 
 def read_config(checkpoint: str) -> dict:

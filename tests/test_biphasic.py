@@ -8,6 +8,7 @@ from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import WhitespaceSplit
 from transformers import (
+    AutoModel,
     AutoModelForPreTraining,
     AutoModelForSequenceClassification,
     BertConfig,
@@ -219,6 +220,7 @@ def test_task_heads_load_a_pre_training_checkpoint_and_refuse_a_foreign_one(tmp_
     BiphasicEncoderForPreTraining(tiny_biphasic_config()).save_pretrained(tmp_path / "pretrained")
     classifier = AutoModelForSequenceClassification.from_pretrained(tmp_path / "pretrained", num_labels=2)
     assert isinstance(classifier, BiphasicEncoderForSequenceClassification) and classifier.classifier.out_features == 2
+    assert isinstance(AutoModel.from_pretrained(tmp_path / "pretrained"), BiphasicEncoder)  # the LM head is dropped
     BiphasicEncoderForPreTraining(tiny_biphasic_config(num_hidden_layers=3)).save_pretrained(tmp_path / "deeper")
     with pytest.raises(ValueError, match="does not fit"):
         BiphasicEncoderForPreTraining.from_pretrained(tmp_path / "deeper", num_hidden_layers=2)

@@ -83,7 +83,8 @@ def build_sentence_pairs(
     max_num_tokens = max_length - tokenizer.num_special_tokens_to_add(pair=True)
     if max_num_tokens < 2:
         raise ValueError(f"max_length={max_length} leaves no room for two segments next to the special tokens.")
-    counts = [len(ids) for ids in tokenizer([s for d in documents for s in d], add_special_tokens=False, verbose=False)["input_ids"]]
+    flat = [sentence for document in documents for sentence in document]
+    counts = [len(ids) for ids in tokenizer(flat, add_special_tokens=False, verbose=False)["input_ids"]]
     # Sentences with no tokens (stray punctuation the tokenizer drops) and documents left empty are skipped.
     sentences, lengths, position = [], [], 0
     for document in documents:

@@ -29,5 +29,9 @@ class PretrainArguments:
     )
     block_size: int = field(default=128, metadata={"help": "Tokens per training example."})
     mlm_probability: float | None = field(default=None, metadata={"help": "Masking ratio (default: the method's own)."})
-    phases: str = field(default="clm:0.25,mlm:0.75", metadata={"help": "biphasic: objective:fraction of max_steps, in order."})
+    phases: str | None = field(
+        default=None,
+        metadata={"help": "biphasic: objective:fraction of max_steps, in order. Default: clm:0.25,mlm:0.75 from "
+                  "scratch (PFS), mlm:1.0 with --init (CPT)."},
+    )
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenisation (datasets.map)."})

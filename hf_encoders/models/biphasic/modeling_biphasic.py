@@ -42,8 +42,8 @@ from .configuration_biphasic import OBJECTIVES, BiphasicConfig
 
 logger = logging.get_logger(__name__)
 
-# model_type -> what makes it Llama-shaped. Anything else (GPT-2's absolute positions and LayerNorm, BERT,
-# mixture-of-experts, Gemma's shifted norms, Qwen3's q/k norms) has weights or maths this network lacks.
+# The model types whose causal LM is exactly this network. Anything else (GPT-2's absolute positions and LayerNorm,
+# BERT, mixture-of-experts, Gemma's shifted norms, Qwen3's q/k norms) has weights or maths this network lacks.
 CONVERTIBLE_CAUSAL_LMS = ("llama", "mistral", "qwen2")
 # Llama fields copied verbatim from a converted checkpoint's config.
 LLAMA_FIELDS = (
@@ -204,7 +204,7 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
             config = biphasic_config_from_causal_lm(AutoConfig.from_pretrained(path, **gguf), mask_token_id)
             source = AutoModelForCausalLM.from_pretrained(path, **gguf, **load_kwargs)
         state = source.state_dict()
-        model = cls(config).to(source.dtype)
+        model = cls(config).to(device=source.device, dtype=source.dtype)
         if config.attention_bias:
             for index, layer in enumerate(model.model.layers):
                 # Qwen2 biases q, k and v only; a zero o_proj bias computes the same function.

@@ -62,10 +62,9 @@ class TaclConfig(PreTrainedConfig):
     def validate_architecture(self):
         if self.temperature <= 0:
             raise ValueError(f"temperature must be positive (the paper uses 0.01), got {self.temperature}.")
-        weights = {"tacl_loss_weight": self.tacl_loss_weight, "mlm_loss_weight": self.mlm_loss_weight, "nsp_loss_weight": self.nsp_loss_weight}
-        for name, weight in weights.items():
-            if weight < 0:
-                raise ValueError(f"{name} must be >= 0, got {weight}.")
+        for name in ("tacl_loss_weight", "mlm_loss_weight", "nsp_loss_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}.")
         if self.use_nsp and self.student_config.model_type not in NSP_MODEL_TYPES:
             raise ValueError(
                 f"use_nsp=True needs a student with a next-sentence-prediction head ({', '.join(NSP_MODEL_TYPES)}); "

@@ -146,7 +146,9 @@ class TaclForPreTraining(PreTrainedModel):
         }
         if any(problems.values()):
             details = "; ".join(f"{kind}: {sorted(keys)[:8]}" for kind, keys in problems.items() if keys)
-            raise ValueError(f"{name_or_path!r} does not fit {type(student).__name__} ({details}); is it a complete encoder checkpoint?")
+            raise ValueError(
+                f"{name_or_path!r} does not fit {type(student).__name__} ({details}); is it a complete encoder checkpoint?"
+            )
         fresh = sorted(key for key in info["missing_keys"] if not in_encoder(key))
         if fresh:
             logger.warning(
@@ -209,7 +211,7 @@ class TaclForPreTraining(PreTrainedModel):
         names = ("tacl_loss", "mlm_loss", "nsp_loss") if self.config.use_nsp else ("tacl_loss", "mlm_loss")
         return dict(zip(names, means))
 
-    def record_loss_terms(self, *terms: torch.Tensor) -> None:
+    def _record_loss_terms(self, *terms: torch.Tensor) -> None:
         stacked = torch.stack(terms).detach()
         self._loss_term_sums = stacked if self._loss_term_sums is None else self._loss_term_sums + stacked
         self._loss_term_count += 1
@@ -248,7 +250,8 @@ class TaclForPreTraining(PreTrainedModel):
 
         anchors = labels != -100
         with torch.no_grad():
-            teacher_states = self.teacher(input_ids=torch.where(anchors, labels, input_ids), **encoder_inputs).last_hidden_state
+            clean_ids = torch.where(anchors, labels, input_ids)
+            teacher_states = self.teacher(input_ids=clean_ids, **encoder_inputs).last_hidden_state
         key_mask = None
         if self.config.exclude_padding_from_contrast and attention_mask is not None:
             key_mask = attention_mask.bool()
@@ -256,7 +259,8 @@ class TaclForPreTraining(PreTrainedModel):
 
         logits = self.mlm_logits(states[anchors])
         # Summed then divided by the anchor count, so a batch without anchors gives 0 rather than NaN.
-        mlm_loss = nn.functional.cross_entropy(logits.float(), labels[anchors], reduction="sum") / anchors.sum().clamp(min=1)
+        mlm_loss = nn.functional.cross_entropy(logits.float(), labels[anchors], reduction="sum")
+        mlm_loss = mlm_loss / anchors.sum().clamp(min=1)
         loss = self.config.tacl_loss_weight * tacl_loss + self.config.mlm_loss_weight * mlm_loss
         nsp_loss = None
         terms = (tacl_loss, mlm_loss)
@@ -265,7 +269,7 @@ class TaclForPreTraining(PreTrainedModel):
             loss = loss + self.config.nsp_loss_weight * nsp_loss
             terms += (nsp_loss,)
         if self.training:
-            self.record_loss_terms(*terms)
+            self._record_loss_terms(*terms)
         return TaclForPreTrainingOutput(
             loss=loss,
             logits=logits,

@@ -2,7 +2,7 @@
 
 * PFS (from scratch): a `--model_size` preset, `--phases clm:0.25,mlm:0.75` (the paper's best split).
 * CPT: `--init PATH` converts a Llama-family causal LM (folder, Hub name or .gguf file) and continues with
-  `--phases mlm:1.0`.
+  MLM alone (the default `--phases` when `--init` is given).
 
 The paper runs ONE warmup-stable-decay schedule over the whole run with linear decay:
 `--lr_scheduler_type warmup_stable_decay --lr_scheduler_kwargs '{"num_decay_steps": N, "decay_type": "linear"}'`
@@ -70,4 +70,5 @@ class BiphasicRecipe(Recipe):
         return DataCollatorForBiphasic(tokenizer, mlm_probability=probability, pad_to_multiple_of=8)
 
     def callbacks(self, args):
-        return [PhaseScheduleCallback.from_string(args.phases)]
+        default = "mlm:1.0" if args.init else "clm:0.25,mlm:0.75"
+        return [PhaseScheduleCallback.from_string(args.phases or default)]
