@@ -1,0 +1,181 @@
+"""Step time of each method against its Transformers anchor, same shape and batch, timed side by side.
+
+    python bench/run.py                      # CPU defaults: 6 layers x 512, batch 8 x 128
+    python bench/run.py --layers 12 --hidden 768 --batch 32 --length 512 --device cuda --dtype bfloat16
+
+One training step is forward + backward + AdamW step. The models of a comparison are timed in alternation
+(interleaved repeats, median), so a machine that slows down mid-run slows both. Ratios below 1 mean ours is
+faster. Targets (from the issues): TaCL <= 0.85, MAE-LM <= 1.0 at 15% and <= 0.85 at 40%, biphasic MLM <= 0.8,
+biphasic CLM <= 1.0.
+"""
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from transformers import (
+    BertConfig,
+    BertForMaskedLM,
+    BertForPreTraining,
+    EuroBertConfig,
+    EuroBertForMaskedLM,
+    LlamaConfig,
+    LlamaForCausalLM,
+)
+
+from hf_encoders import (
+    BiphasicConfig,
+    BiphasicEncoderForPreTraining,
+    MaeLmConfig,
+    MaeLmForMaskedLM,
+    TaclConfig,
+    TaclForPreTraining,
+)
+
+MASK_ID, PAD_ID, FIRST_REAL_ID = 4, 0, 5
+
+
+@dataclass
+class Comparison:
+    name: str
+    target: float
+    ours: Callable[[], torch.nn.Module]
+    anchor: Callable[[], torch.nn.Module]
+    ours_batch: Callable[[], dict]
+    anchor_batch: Callable[[], dict]
+
+
+def masked_batch(settings, vocab: int, probability: float) -> dict:
+    """Every selected position becomes [MASK] with its label; the same tensors feed both models."""
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(FIRST_REAL_ID, vocab, (settings.batch, settings.length), generator=generator)
+    selected = torch.rand(ids.shape, generator=generator) < probability
+    return {"input_ids": ids.masked_fill(selected, MASK_ID), "labels": ids.masked_fill(~selected, -100)}
+
+
+def sentence_pair_batch(settings, vocab: int) -> dict:
+    batch = masked_batch(settings, vocab, 0.15)
+    half = settings.length // 2
+    batch["token_type_ids"] = (torch.arange(settings.length) >= half).long().expand(settings.batch, -1)
+    batch["next_sentence_label"] = torch.randint(0, 2, (settings.batch,), generator=torch.Generator().manual_seed(1))
+    return batch
+
+
+def causal_batch(settings, vocab: int, shifted: bool) -> dict:
+    """Llama shifts labels inside the model; the biphasic collator has already shifted them."""
+    ids = torch.randint(FIRST_REAL_ID, vocab, (settings.batch, settings.length), generator=torch.Generator().manual_seed(0))
+    if not shifted:
+        return {"input_ids": ids, "labels": ids.clone()}
+    return {"input_ids": ids, "labels": torch.cat([ids[:, 1:], torch.full_like(ids[:, :1], -100)], dim=1), "objective": "clm"}
+
+
+def comparisons(settings) -> list[Comparison]:
+    bert_vocab, llama_vocab = 30522, 32768
+    encoder = dict(
+        hidden_size=settings.hidden, num_hidden_layers=settings.layers, num_attention_heads=settings.hidden // 64,
+        intermediate_size=4 * settings.hidden,
+    )
+    bert = BertConfig(vocab_size=bert_vocab, pad_token_id=PAD_ID, max_position_embeddings=max(512, settings.length), **encoder)
+    mae_lm = MaeLmConfig(
+        vocab_size=bert_vocab, pad_token_id=PAD_ID, mask_token_id=MASK_ID, max_position_embeddings=max(512, settings.length),
+        decoder_num_hidden_layers=max(1, settings.layers // 3), **encoder,
+    )
+    llama = dict(
+        vocab_size=llama_vocab, hidden_size=settings.hidden, num_hidden_layers=settings.layers,
+        num_attention_heads=settings.hidden // 64, num_key_value_heads=settings.hidden // 64,
+        intermediate_size=4 * settings.hidden, max_position_embeddings=max(2048, settings.length),
+        pad_token_id=PAD_ID, bos_token_id=1, eos_token_id=2,
+    )
+    result = [
+        Comparison("TaCL vs BertForPreTraining", 0.85,
+                   lambda: TaclForPreTraining(TaclConfig(student_config=bert.to_dict())), lambda: BertForPreTraining(bert),
+                   lambda: sentence_pair_batch(settings, bert_vocab), lambda: sentence_pair_batch(settings, bert_vocab)),
+    ]
+    for probability, target in ((0.15, 1.0), (0.40, 0.85)):
+        result.append(Comparison(
+            f"MAE-LM vs BertForMaskedLM, {probability:.0%} masked", target,
+            lambda: MaeLmForMaskedLM(mae_lm), lambda: BertForMaskedLM(bert),
+            lambda p=probability: masked_batch(settings, bert_vocab, p), lambda p=probability: masked_batch(settings, bert_vocab, p),
+        ))
+    result += [
+        Comparison("biphasic MLM vs EuroBertForMaskedLM, 40% masked", 0.8,
+                   lambda: BiphasicEncoderForPreTraining(BiphasicConfig(mask_token_id=MASK_ID, objective="mlm", **llama)),
+                   lambda: EuroBertForMaskedLM(EuroBertConfig(mask_token_id=MASK_ID, **llama)),
+                   lambda: masked_batch(settings, llama_vocab, 0.4), lambda: masked_batch(settings, llama_vocab, 0.4)),
+        Comparison("biphasic CLM vs LlamaForCausalLM", 1.0,
+                   lambda: BiphasicEncoderForPreTraining(BiphasicConfig(mask_token_id=MASK_ID, objective="clm", **llama)),
+                   lambda: LlamaForCausalLM(LlamaConfig(**llama)),
+                   lambda: causal_batch(settings, llama_vocab, shifted=True), lambda: causal_batch(settings, llama_vocab, shifted=False)),
+    ]
+    return result
+
+
+class TimedStep:
+    def __init__(self, model: torch.nn.Module, batch: dict, settings):
+        self.model = model.to(settings.device).train()
+        self.batch = {k: v.to(settings.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(trainable, lr=1e-5)
+        self.dtype = getattr(torch, settings.dtype)
+        self.device = settings.device
+
+    def __call__(self) -> float:
+        synchronize(self.device)
+        start = time.perf_counter()
+        with torch.autocast(self.device, dtype=self.dtype, enabled=self.dtype != torch.float32):
+            loss = self.model(**self.batch).loss
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        synchronize(self.device)
+        return time.perf_counter() - start
+
+
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def run(comparison: Comparison, settings) -> tuple[float, float]:
+    torch.manual_seed(0)
+    ours = TimedStep(comparison.ours(), comparison.ours_batch(), settings)
+    anchor = TimedStep(comparison.anchor(), comparison.anchor_batch(), settings)
+    for step in (ours, anchor, ours, anchor):  # warm-up: allocator, kernels, AdamW state (the first run's cost)
+        step()
+    ours_times, anchor_times = [], []
+    for _ in range(settings.repeats):
+        ours_times.append(ours())
+        anchor_times.append(anchor())
+    return statistics.median(ours_times), statistics.median(anchor_times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--hidden", type=int, default=512)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--length", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--only", help="run only comparisons whose name contains this text")
+    settings = parser.parse_args()
+
+    tokens = settings.batch * settings.length
+    print(f"{settings.layers} layers x {settings.hidden}, batch {settings.batch} x {settings.length}, {settings.device}, "
+          f"{settings.dtype}, torch threads {torch.get_num_threads()}, median of {settings.repeats}")
+    print(f"| comparison | ours s/step | anchor s/step | ours tokens/s | ratio | target | met |\n|---|---|---|---|---|---|---|")
+    for comparison in comparisons(settings):
+        if settings.only and settings.only not in comparison.name:
+            continue
+        ours, anchor = run(comparison, settings)
+        ratio = ours / anchor
+        print(f"| {comparison.name} | {ours:.3f} | {anchor:.3f} | {tokens / ours:,.0f} | {ratio:.2f} | "
+              f"<= {comparison.target} | {'yes' if ratio <= comparison.target else 'NO'} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
