@@ -1,0 +1,77 @@
+"""`hf-encoders export` and `hf-encoders convert` end to end: checkpoints that need no remote code afterwards."""
+
+import json
+
+import pytest
+import torch
+from tokenizers import Tokenizer
+from tokenizers.models import WordLevel
+from tokenizers.pre_tokenizers import WhitespaceSplit
+from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, PreTrainedTokenizerFast
+
+from hf_encoders import BiphasicEncoderForMaskedLM, BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclForPreTraining
+from hf_encoders.cli import main
+from tests.test_biphasic import random_llama
+from tests.tiny_models import VOCAB_SIZE, sample_batch, tiny_biphasic_config, tiny_mae_lm_config, tiny_tacl_config
+
+
+@pytest.fixture
+def word_tokenizer():
+    """A tokenizer over the tiny models' 64 ids: [PAD] [UNK] [CLS] [SEP] [MASK] w5 ... w63."""
+    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, **{f"w{i}": i for i in range(5, VOCAB_SIZE)}}
+    backend = Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
+    backend.pre_tokenizer = WhitespaceSplit()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
+    )
+
+
+def python_files(folder):
+    return sorted(path.name for path in folder.glob("*.py"))
+
+
+def test_export_biphasic_writes_native_eurobert_with_equal_outputs(tmp_path, word_tokenizer):
+    model = BiphasicEncoderForMaskedLM(tiny_biphasic_config()).eval()
+    model.save_pretrained(tmp_path / "biphasic")
+    word_tokenizer.save_pretrained(tmp_path / "biphasic")
+    assert main(["export", str(tmp_path / "biphasic"), str(tmp_path / "eurobert")]) == 0
+    assert json.loads((tmp_path / "eurobert" / "config.json").read_text())["model_type"] == "eurobert"
+    assert python_files(tmp_path / "eurobert") == [], "a native export carries no remote code"
+    exported = AutoModelForMaskedLM.from_pretrained(tmp_path / "eurobert").eval()
+    assert type(exported).__name__ == "EuroBertForMaskedLM"
+    batch = sample_batch()
+    with torch.no_grad():
+        torch.testing.assert_close(exported(**batch).logits, model(**batch).logits)
+
+
+def test_export_tacl_writes_the_student_as_plain_bert(tmp_path, word_tokenizer):
+    model = TaclForPreTraining(tiny_tacl_config())
+    model.save_pretrained(tmp_path / "tacl")
+    word_tokenizer.save_pretrained(tmp_path / "tacl")
+    assert main(["export", str(tmp_path / "tacl"), str(tmp_path / "student")]) == 0
+    assert json.loads((tmp_path / "student" / "config.json").read_text())["model_type"] == "bert"
+    assert python_files(tmp_path / "student") == []
+    student = AutoModelForPreTraining.from_pretrained(tmp_path / "student")
+    assert type(student).__name__ == "BertForPreTraining"
+    for name, tensor in model.student.state_dict().items():
+        assert torch.equal(student.state_dict()[name], tensor), name
+
+
+def test_export_refuses_a_family_that_needs_no_export(tmp_path):
+    MaeLmForMaskedLM(tiny_mae_lm_config()).save_pretrained(tmp_path / "mae")
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        main(["export", str(tmp_path / "mae"), str(tmp_path / "out")])
+    with pytest.raises(ValueError, match="no config.json"):
+        main(["export", str(tmp_path / "nothing"), str(tmp_path / "out")])
+
+
+def test_convert_turns_a_causal_lm_folder_into_a_biphasic_checkpoint(tmp_path, word_tokenizer):
+    llama = random_llama().eval()
+    llama.save_pretrained(tmp_path / "llama")
+    word_tokenizer.save_pretrained(tmp_path / "llama")
+    assert main(["convert", "--from-causal-lm", str(tmp_path / "llama"), str(tmp_path / "converted")]) == 0
+    converted = AutoModelForPreTraining.from_pretrained(tmp_path / "converted").eval()
+    assert isinstance(converted, BiphasicEncoderForPreTraining)
+    ids = sample_batch()["input_ids"]
+    with torch.no_grad():
+        torch.testing.assert_close(converted(input_ids=ids, objective="clm").logits, llama(input_ids=ids).logits)
