@@ -26,7 +26,10 @@ def training_summary(state: TrainerState, tokens_per_step: int | None = None) ->
     return "\n".join(lines)
 
 
-def write_model_card(output_dir: Path, recipe, args, state: TrainerState, tokens_per_step: int | None = None) -> Path:
+def write_model_card(
+    output_dir: Path, state: TrainerState, *, recipe, args, tokens_per_step: int | None = None, model_id: str | None = None
+) -> Path:
+    """README.md in `output_dir`; `model_id` is the Hub repository the usage snippets name (default: the folder's name)."""
     card_data = ModelCardData(
         library_name="transformers",
         license="apache-2.0",
@@ -38,9 +41,9 @@ def write_model_card(output_dir: Path, recipe, args, state: TrainerState, tokens
     card = ModelCard.from_template(
         card_data,
         template_path=str(TEMPLATES / f"{recipe.card_template}.md"),
-        model_id=Path(output_dir).name,
+        model_id=model_id or Path(output_dir).name,
         corpus=args.corpus or "English prose embedded from Python's standard library documentation",
-        training_summary=training_summary(state, tokens_per_step),
+        training_summary="\n".join([training_summary(state, tokens_per_step), *recipe.summary_lines(args)]),
     )
     path = Path(output_dir) / "README.md"
     card.save(path)

@@ -4,26 +4,17 @@ import json
 
 import pytest
 import torch
-from tokenizers import Tokenizer
-from tokenizers.models import WordLevel
-from tokenizers.pre_tokenizers import WhitespaceSplit
-from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, PreTrainedTokenizerFast
+from transformers import AutoModelForMaskedLM, AutoModelForPreTraining
 
 from hf_encoders import BiphasicEncoderForMaskedLM, BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclForPreTraining
 from hf_encoders.cli import main
 from tests.test_biphasic import random_llama
-from tests.tiny_models import VOCAB_SIZE, sample_batch, tiny_biphasic_config, tiny_mae_lm_config, tiny_tacl_config
+from tests.tiny_models import sample_batch, tiny_biphasic_config, tiny_mae_lm_config, tiny_tacl_config, tiny_tokenizer
 
 
 @pytest.fixture
 def word_tokenizer():
-    """A tokenizer over the tiny models' 64 ids: [PAD] [UNK] [CLS] [SEP] [MASK] w5 ... w63."""
-    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, **{f"w{i}": i for i in range(5, VOCAB_SIZE)}}
-    backend = Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
-    backend.pre_tokenizer = WhitespaceSplit()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
-    )
+    return tiny_tokenizer()
 
 
 def python_files(folder):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from tests.tiny_models import TINY_CONFIGS, sample_batch
 
@@ -51,6 +51,24 @@ def family_classes(model_type):
     return config, pairs
 
 
+def run_in_fresh_process(jobs: list[tuple[str, str]], batch: dict, tmp_path: Path) -> dict[str, torch.Tensor]:
+    """Load each (auto class, folder) job with trust_remote_code in a new interpreter that never imports
+    hf_encoders (offline, cwd outside the repository) and return its outputs on `batch`."""
+    save_file(batch, tmp_path / "batch.safetensors")
+    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
+    (tmp_path / "fresh.py").write_text(FRESH_PROCESS_SCRIPT)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir(exist_ok=True)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules"), "PYTHONPATH": ""}
+    completed = subprocess.run(
+        [sys.executable, str(tmp_path / "fresh.py"), str(tmp_path / "jobs.json"), str(tmp_path / "batch.safetensors"),
+         str(tmp_path / "out.safetensors")],
+        cwd=outside, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return load_file(tmp_path / "out.safetensors")
+
+
 def model_folder_files(model_class):
     """The code a checkpoint must carry: exactly the files of the family's model folder."""
     folder = Path(sys.modules[model_class.__module__].__file__).parent
@@ -79,21 +97,7 @@ def test_every_class_loads_in_a_fresh_process(model_type, tmp_path):
         assert not list(path.glob("*.bin")) and (path / "model.safetensors").exists()
         assert {p.name for p in path.glob("*.py")} == model_folder_files(model_class)
 
-    from safetensors.torch import save_file
-
-    save_file(batch, tmp_path / "batch.safetensors")
-    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
-    (tmp_path / "fresh.py").write_text(FRESH_PROCESS_SCRIPT)
-    outside = tmp_path / "elsewhere"
-    outside.mkdir()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules"), "PYTHONPATH": ""}
-    completed = subprocess.run(
-        [sys.executable, str(tmp_path / "fresh.py"), str(tmp_path / "jobs.json"), str(tmp_path / "batch.safetensors"),
-         str(tmp_path / "out.safetensors")],
-        cwd=outside, env=env, capture_output=True, text=True, timeout=600,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    results = load_file(tmp_path / "out.safetensors")
+    results = run_in_fresh_process(jobs, batch, tmp_path)
     for index, (auto_class, _) in enumerate(jobs):
         torch.testing.assert_close(results[f"{index}"], expected[index], msg=f"{auto_class} differs after reload")
         assert int(results[f"{index}.auto_map"]) == len(type(config).default_auto_map)

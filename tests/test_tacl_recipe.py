@@ -73,7 +73,7 @@ def test_export_student_from_a_checkpoint(init_dir, tmp_path):
 
 def test_model_card(tmp_path):
     args = PretrainArguments(method="tacl", init="bert-base-uncased", corpus="wikipedia")
-    card = ModelCard.load(write_model_card(tmp_path, TaclRecipe(), args, TrainerState()))
+    card = ModelCard.load(write_model_card(tmp_path, TrainerState(), recipe=TaclRecipe(), args=args))
     assert card.data.library_name == "transformers" and card.data.pipeline_tag == "fill-mask"
     assert {"hf-encoders", "tacl"} <= set(card.data.tags)
     assert card.data.base_model == "bert-base-uncased" and "wikipedia" in card.data.datasets

@@ -53,3 +53,18 @@ def sample_batch(seed: int = 0, batch_size: int = 2, length: int = 12) -> dict[s
     attention_mask[-1, length - 3 :] = 0
     input_ids[-1, length - 3 :] = 0
     return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+def tiny_tokenizer():
+    """A fast tokenizer over the tiny models' ids: [PAD] [UNK] [CLS] [SEP] [MASK] w5 ... w63 (whitespace words)."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import WhitespaceSplit
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": MASK_TOKEN_ID, **{f"w{i}": i for i in range(5, VOCAB_SIZE)}}
+    backend = Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
+    backend.pre_tokenizer = WhitespaceSplit()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
+    )

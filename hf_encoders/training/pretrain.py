@@ -6,6 +6,7 @@
 import json
 import sys
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from transformers import HfArgumentParser, Trainer, TrainingArguments
@@ -13,6 +14,7 @@ from transformers import HfArgumentParser, Trainer, TrainingArguments
 from ..cards import write_model_card
 from ..data.corpus import load_documents
 from .arguments import PretrainArguments
+from .hub import CompleteUploadCallback, push_output_dir
 from .loss_curves import plot_loss_curves
 from .recipes import get_recipe
 
@@ -42,13 +44,17 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
     tokenizer = recipe.build_tokenizer(args, documents)
     model = recipe.build_model(args, tokenizer)
     check_mask_token(model, tokenizer)
+    write_card = partial(
+        write_model_card, recipe=recipe, args=args, model_id=training_args.hub_model_id,
+        tokens_per_step=training_args.train_batch_size * args.block_size,
+    )
     trainer = Trainer(
         model=model,
         args=training_args,
         train_dataset=recipe.build_dataset(args, tokenizer, documents),
         data_collator=recipe.build_collator(args, tokenizer),
         processing_class=tokenizer,
-        callbacks=recipe.callbacks(args),
+        callbacks=[*recipe.callbacks(args), CompleteUploadCallback(write_card)],
     )
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model()
@@ -56,7 +62,9 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
     log_history = trainer.state.log_history
     (output_dir / "log_history.json").write_text(json.dumps(log_history, indent=1))
     plot_loss_curves({args.method: log_history}, output_dir / "loss_curve.png")
-    write_model_card(output_dir, recipe, args, trainer.state, tokens_per_step=training_args.train_batch_size * args.block_size)
+    write_card(output_dir, trainer.state)
+    if training_args.push_to_hub:
+        push_output_dir(trainer)
     return PretrainResult(trainer, output_dir, recipe.export_encoder(trainer, output_dir))
 
 

@@ -36,6 +36,10 @@ class Recipe:
     def callbacks(self, args) -> list[TrainerCallback]:
         return []
 
+    def summary_lines(self, args) -> list[str]:
+        """Method-specific lines for the model card's training summary (phases, the initial checkpoint, ...)."""
+        return [f"- initialised from: {args.init}"] if args.init else []
+
     def export_encoder(self, trainer, output_dir: Path) -> Path:
         """The checkpoint fine-tuning starts from. Most methods' saved model is it; TaCL exports its student."""
         return output_dir

@@ -69,6 +69,11 @@ class BiphasicRecipe(Recipe):
         probability = args.mlm_probability or BiphasicConfig.mlm_probability
         return DataCollatorForBiphasic(tokenizer, mlm_probability=probability, pad_to_multiple_of=8)
 
+    def phases(self, args) -> str:
+        return args.phases or ("mlm:1.0" if args.init else "clm:0.25,mlm:0.75")
+
     def callbacks(self, args):
-        default = "mlm:1.0" if args.init else "clm:0.25,mlm:0.75"
-        return [PhaseScheduleCallback.from_string(args.phases or default)]
+        return [PhaseScheduleCallback.from_string(self.phases(args))]
+
+    def summary_lines(self, args):
+        return [*super().summary_lines(args), f"- phases (objective:fraction of steps): {self.phases(args)}"]

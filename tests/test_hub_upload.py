@@ -1,0 +1,98 @@
+"""What a Hub push uploads is complete: code, config with the full auto_map, safetensors weights, tokenizer and
+card, also for the checkpoints Trainer pushes mid-training. The upload is replaced by a local copy that applies
+Trainer's own ignore patterns, and that "Hub" folder is then loaded the way the Hub would serve it."""
+
+import fnmatch
+import shutil
+from concurrent.futures import Future
+from functools import partial
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from huggingface_hub import ModelCard
+from transformers import Trainer, TrainingArguments
+
+import transformers.trainer
+from hf_encoders import BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclForPreTraining
+from hf_encoders.cards import write_model_card
+from hf_encoders.training.arguments import PretrainArguments
+from hf_encoders.training.hub import CompleteUploadCallback
+from hf_encoders.training.recipes import get_recipe
+from tests.test_remote_code import model_folder_files, run_in_fresh_process
+from tests.tiny_models import MASK_TOKEN_ID, sample_batch, tiny_biphasic_config, tiny_mae_lm_config, tiny_tacl_config, tiny_tokenizer
+
+FAMILIES = {
+    "mae-lm": (lambda: MaeLmForMaskedLM(tiny_mae_lm_config()), "AutoModelForMaskedLM"),
+    "biphasic": (lambda: BiphasicEncoderForPreTraining(tiny_biphasic_config()), "AutoModelForPreTraining"),
+    "tacl": (lambda: TaclForPreTraining(tiny_tacl_config()), "AutoModelForPreTraining"),
+}
+
+
+class LocalHub:
+    """Stands in for `HfApi`: `upload_folder` copies what Trainer would upload into `root`."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def create_repo(self, repo_id, **kwargs):
+        return SimpleNamespace(repo_id=repo_id)
+
+    def upload_folder(self, folder_path, ignore_patterns=(), path_in_repo=None, run_as_future=False, **kwargs):
+        for file in Path(folder_path).rglob("*"):
+            relative = file.relative_to(folder_path)
+            if file.is_file() and not any(fnmatch.fnmatch(part, pattern) for part in relative.parts for pattern in ignore_patterns):
+                target = self.root / (path_in_repo or "") / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(file, target)
+        done = Future()
+        done.set_result(None)
+        return done if run_as_future else None
+
+
+def training_examples(method: str) -> list[dict]:
+    batch = sample_batch(batch_size=4)
+    labels = torch.where(batch["input_ids"] == MASK_TOKEN_ID, 7, -100)
+    examples = [{"input_ids": ids, "attention_mask": mask, "labels": label} for ids, mask, label in zip(batch["input_ids"], batch["attention_mask"], labels)]
+    if method == "tacl":
+        for example in examples:
+            example.update(token_type_ids=torch.zeros_like(example["input_ids"]), next_sentence_label=torch.tensor(0))
+    return examples
+
+
+@pytest.mark.parametrize("method", sorted(FAMILIES))
+def test_a_mid_training_push_uploads_a_complete_loadable_checkpoint(method, tmp_path, monkeypatch):
+    build, auto_class = FAMILIES[method]
+    hub = LocalHub(tmp_path / "hub")
+    monkeypatch.setattr(transformers.trainer, "hf_api", lambda: hub)
+    torch.manual_seed(0)
+    model = build()
+    write_card = partial(write_model_card, recipe=get_recipe(method), args=PretrainArguments(method=method), model_id="someone/tiny")
+    trainer = Trainer(
+        model=model,
+        # push_to_hub with the default hub_strategy: Trainer pushes from the checkpoint it has just saved.
+        args=TrainingArguments(
+            output_dir=str(tmp_path / "out"), max_steps=1, save_steps=1, report_to="none", use_cpu=True,
+            push_to_hub=True, hub_model_id="someone/tiny",
+        ),
+        train_dataset=training_examples(method),
+        processing_class=tiny_tokenizer(),
+        callbacks=[CompleteUploadCallback(write_card)],
+    )
+    trainer.train()
+
+    uploaded = {path.name for path in hub.root.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "README.md"} <= uploaded
+    assert {name for name in uploaded if name.endswith(".py")} == model_folder_files(type(model))
+    assert not any(name.endswith((".bin", ".pt", ".pth")) and name != "training_args.bin" for name in uploaded)
+    card = ModelCard.load(hub.root / "README.md")
+    assert card.data.library_name == "transformers" and {"hf-encoders", method} <= set(card.data.tags)
+    assert card.data.pipeline_tag == "fill-mask" and "someone/tiny" in card.text and "optimizer steps: 1" in card.text
+
+    model.eval()
+    batch = sample_batch()
+    results = run_in_fresh_process([(auto_class, str(hub.root))], batch, tmp_path)
+    with torch.no_grad():
+        expected = model(**batch).logits
+    torch.testing.assert_close(results["0"], expected)
