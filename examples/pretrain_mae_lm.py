@@ -1,6 +1,6 @@
 """MAE-LM pre-training from scratch with a plain Trainer, offline, in a few CPU minutes.
 
-    python examples/pretrain_mae_lm.py --output-dir out/mae-lm --max-steps 500
+    python examples/pretrain_mae_lm.py --output_dir out/mae-lm --max_steps 500
 
 The corpus is English prose shipped with Python; the tokenizer is trained on it. The checkpoint carries its own
 code, so the stock scripts fine-tune the encoder with one extra flag (the decoder and LM head are dropped):
@@ -18,9 +18,9 @@ from hf_encoders.data import embedded_documents, load_documents, pack_bert_style
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output-dir", default="out/mae-lm")
-    parser.add_argument("--max-steps", type=int, default=200)
-    parser.add_argument("--block-size", type=int, default=128)
+    parser.add_argument("--output_dir", default="out/mae-lm")
+    parser.add_argument("--max_steps", type=int, default=200)
+    parser.add_argument("--block_size", type=int, default=128)
     settings = parser.parse_args()
 
     tokenizer = train_wordpiece_tokenizer(embedded_documents(), vocab_size=8000)

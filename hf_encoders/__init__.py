@@ -4,19 +4,10 @@ Importing this package registers every model type with the Auto classes, so chec
 without `trust_remote_code` here and with it anywhere else.
 """
 
-from .models.mae_lm import (
-    MaeLmConfig,
-    MaeLmForMaskedLM,
-    MaeLmForQuestionAnswering,
-    MaeLmForSequenceClassification,
-    MaeLmForTokenClassification,
-    MaeLmModel,
-)
-from .models.mae_lm import modeling_mae_lm
-from .models.tacl import TaclConfig, TaclForPreTraining
-from .models.tacl import modeling_tacl
-from .data.tacl_collator import DataCollatorForTaCL
+from .data.biphasic_collator import DataCollatorForBiphasic
 from .data.mae_lm_collator import DataCollatorForMaeLm
+from .data.tacl_collator import DataCollatorForTaCL
+from .lora import LORA_TARGET_MODULES, lora_config
 from .models.biphasic import (
     BiphasicConfig,
     BiphasicEncoder,
@@ -25,14 +16,27 @@ from .models.biphasic import (
     BiphasicEncoderForQuestionAnswering,
     BiphasicEncoderForSequenceClassification,
     BiphasicEncoderForTokenClassification,
+    modeling_biphasic,
 )
-from .models.biphasic import modeling_biphasic
-from .data.biphasic_collator import DataCollatorForBiphasic
-from .training.phases import PhaseScheduleCallback
+from .models.mae_lm import (
+    MaeLmConfig,
+    MaeLmForMaskedLM,
+    MaeLmForQuestionAnswering,
+    MaeLmForSequenceClassification,
+    MaeLmForTokenClassification,
+    MaeLmModel,
+    modeling_mae_lm,
+)
+from .models.tacl import TaclConfig, TaclForPreTraining, modeling_tacl
 from .registration import register_family
+from .training.hub import CompleteUploadCallback
+from .training.phases import PhaseScheduleCallback
 
-register_family(MaeLmConfig, modeling_mae_lm)
-register_family(TaclConfig, modeling_tacl)
-register_family(BiphasicConfig, modeling_biphasic)
+for _config, _modeling in (
+    (MaeLmConfig, modeling_mae_lm),
+    (TaclConfig, modeling_tacl),
+    (BiphasicConfig, modeling_biphasic),
+):
+    register_family(_config, _modeling)
 
 __version__ = "0.1.0"

@@ -1,0 +1,231 @@
+"""LoRA (peft) on every family's sequence classifier: only adapters and head train, Trainer runs, the adapters
+merge back into a plain model with the same logits, and the merged model reloads through its Auto class."""
+
+import json
+
+import peft
+import pytest
+import torch
+from torch import nn
+from transformers import (
+    AutoModelForSequenceClassification,
+    EuroBertConfig,
+    EuroBertForSequenceClassification,
+    ModernBertConfig,
+    ModernBertForSequenceClassification,
+    Trainer,
+    TrainingArguments,
+    default_data_collator,
+)
+
+from hf_encoders import BiphasicEncoderForSequenceClassification, MaeLmForSequenceClassification, TaclForPreTraining
+from hf_encoders.lora import LORA_TARGET_MODULES, lora_config
+from tests.tiny_models import VOCAB_SIZE, tiny_biphasic_config, tiny_mae_lm_config, tiny_tacl_config
+
+NUM_LABELS = 3
+LENGTH = 12
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """These models are tiny: on a shared CPU, intra-op threads spin against other processes and make the
+    Trainer runs ~20x slower than one thread does."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def tacl_student_classifier(tmp_path):
+    """TaCL's deliverable: the student saved as a plain BERT checkpoint, fine-tuned as a stock BERT classifier."""
+    TaclForPreTraining(tiny_tacl_config()).save_student(tmp_path / "student")
+    return AutoModelForSequenceClassification.from_pretrained(tmp_path / "student", num_labels=NUM_LABELS)
+
+
+FAMILIES = {
+    "mae_lm": lambda tmp_path: MaeLmForSequenceClassification(tiny_mae_lm_config(num_labels=NUM_LABELS)),
+    "biphasic": lambda tmp_path: BiphasicEncoderForSequenceClassification(tiny_biphasic_config(num_labels=NUM_LABELS)),
+    "tacl": tacl_student_classifier,
+}
+HEADS = {"mae_lm": ["classifier"], "biphasic": ["dense", "classifier"], "tacl": ["classifier"]}
+# BERT's classifier reads the frozen tanh pooler, whose untrained outputs are small: it needs a larger step to learn
+# the toy task in 20 steps; the biphasic model diverges at that rate.
+LEARNING_RATES = {"mae_lm": 2e-2, "biphasic": 2e-2, "tacl": 5e-2}
+
+
+def synthetic_examples(count=32, seed=0):
+    """An easy task: every token of a row comes from its label's band of the vocabulary; three rows are padded."""
+    generator = torch.Generator().manual_seed(seed)
+    labels = torch.arange(count) % NUM_LABELS
+    band = (VOCAB_SIZE - 5) // NUM_LABELS
+    input_ids = 5 + labels[:, None] * band + torch.randint(0, band, (count, LENGTH), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[-3:, -4:] = 0
+    input_ids[-3:, -4:] = 0
+    return [
+        {"input_ids": ids, "attention_mask": mask, "labels": label}
+        for ids, mask, label in zip(input_ids, attention_mask, labels)
+    ]
+
+
+def lora_parameter_count(model, targets, r):
+    return sum(
+        r * (module.in_features + module.out_features)
+        for name, module in model.named_modules()
+        if isinstance(module, nn.Linear) and name.split(".")[-1] in targets
+    )
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_lora_trains_with_trainer_and_merges_back(family, tmp_path):
+    torch.manual_seed(0)
+    model = FAMILIES[family](tmp_path)
+    model_class = type(model)
+    original = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    model.save_pretrained(tmp_path / "base")
+    config = lora_config(model, r=4, alpha=8)
+    targets = set(config.target_modules)
+    assert sorted(config.modules_to_save) == sorted(HEADS[family])
+    expected_lora = lora_parameter_count(model, targets, r=4)
+    head_size = sum(parameter.numel() for name in HEADS[family] for parameter in getattr(model, name).parameters())
+    assert expected_lora > 0
+
+    peft_model = peft.get_peft_model(model, config)
+    trainable = {name: parameter for name, parameter in peft_model.named_parameters() if parameter.requires_grad}
+    assert all(".lora_" in name or ".modules_to_save." in name for name in trainable), sorted(trainable)
+    assert sum(parameter.numel() for parameter in trainable.values()) == expected_lora + head_size
+    assert peft_model.get_nb_trainable_parameters()[0] == expected_lora + head_size
+
+    examples = synthetic_examples()
+    batch = default_data_collator(examples)
+
+    def loss():
+        peft_model.eval()
+        with torch.no_grad():
+            return peft_model(**batch).loss.item()
+
+    loss_before = loss()
+    arguments = TrainingArguments(
+        output_dir=str(tmp_path / "run"), max_steps=20, per_device_train_batch_size=8, learning_rate=LEARNING_RATES[family],
+        lr_scheduler_type="constant", logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
+        disable_tqdm=True, seed=0,
+    )
+    trainer = Trainer(model=peft_model, args=arguments, train_dataset=examples, data_collator=default_data_collator)
+    trainer.train()
+    assert all(not parameter.requires_grad or ".lora_" in name or ".modules_to_save." in name
+               for name, parameter in peft_model.named_parameters())
+    loss_after = loss()
+    assert loss_after < 0.8 * loss_before, (loss_before, loss_after)
+
+    peft_model.eval()
+    with torch.no_grad():
+        adapted_logits = peft_model(**batch).logits
+    # The adapter alone (LoRA matrices + head) reloads onto the base checkpoint.
+    peft_model.save_pretrained(tmp_path / "adapter")
+    base = AutoModelForSequenceClassification.from_pretrained(tmp_path / "base")
+    with torch.no_grad():
+        torch.testing.assert_close(peft.PeftModel.from_pretrained(base, tmp_path / "adapter").eval()(**batch).logits, adapted_logits)
+
+    merged = peft_model.merge_and_unload().eval()
+    assert type(merged) is model_class
+    assert not any("lora_" in name or "modules_to_save" in name for name in merged.state_dict())
+    assert merged.state_dict().keys() == original.keys()
+    with torch.no_grad():
+        merged_logits = merged(**batch).logits
+    torch.testing.assert_close(merged_logits, adapted_logits, rtol=1e-5, atol=1e-5)
+
+    # LoRA B started at zero and was trained: every adapted weight moved, every other encoder weight stayed put.
+    merged_state = merged.state_dict()
+    base_prefix = merged.base_model_prefix + "."
+    for name, before in original.items():
+        module_name, _, kind = name.rpartition(".")
+        if not name.startswith(base_prefix):
+            assert not torch.equal(merged_state[name], before), f"head weight {name} did not train"
+        elif module_name.split(".")[-1] in targets and kind == "weight":
+            assert not torch.equal(merged_state[name], before), f"LoRA did not change {name}"
+        else:
+            assert torch.equal(merged_state[name], before), f"frozen weight {name} changed"
+
+    merged.save_pretrained(tmp_path / "merged")
+    if family != "tacl":  # our families' merged checkpoints still carry their code for trust_remote_code loading
+        assert "AutoModelForSequenceClassification" in json.loads((tmp_path / "merged" / "config.json").read_text())["auto_map"]
+    reloaded = AutoModelForSequenceClassification.from_pretrained(tmp_path / "merged").eval()
+    assert type(reloaded) is model_class
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(**batch).logits, merged_logits)
+
+
+ALL_LINEAR = {
+    "mae_lm": ["intermediate", "k_proj", "o_proj", "output", "q_proj", "v_proj"],
+    "biphasic": ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"],
+    "tacl": ["dense", "key", "query", "value"],
+}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_all_linear_adapts_every_encoder_projection_and_trains_the_head(family, tmp_path):
+    """The module names examples/peft_lora.md lists, and peft's "all-linear" leaving the head to modules_to_save."""
+    model = FAMILIES[family](tmp_path)
+    peft_model = peft.get_peft_model(model, lora_config(model, target_modules="all-linear"))
+    names = [name for name, _ in peft_model.named_parameters()]
+    adapted = sorted({name.split(".lora_A.")[0].rsplit(".", 1)[-1] for name in names if ".lora_A." in name})
+    assert adapted == ALL_LINEAR[family]
+    assert not any(".lora_" in name and ".modules_to_save." in name for name in names)
+    head = sorted({name.split(".modules_to_save.")[0].rsplit(".", 1)[-1] for name in names if ".modules_to_save." in name})
+    assert head == sorted(HEADS[family])
+
+
+TINY = dict(vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+            max_position_embeddings=64, pad_token_id=0, num_labels=NUM_LABELS)
+
+
+@pytest.mark.parametrize(
+    "build, targets, head",
+    [
+        (lambda: ModernBertForSequenceClassification(ModernBertConfig(
+            **TINY, cls_token_id=2, sep_token_id=3, bos_token_id=2, eos_token_id=3, local_attention=8,
+            global_attn_every_n_layers=2)), ["Wqkv"], ["classifier", "head"]),
+        (lambda: EuroBertForSequenceClassification(EuroBertConfig(**TINY)), ["q_proj", "v_proj"], ["classifier", "dense"]),
+    ],
+    ids=["modernbert-student", "eurobert-export"],
+)
+def test_other_exported_types_get_targets_and_head(build, targets, head):
+    model = build()
+    config = lora_config(model)
+    assert sorted(config.target_modules) == targets and sorted(config.modules_to_save) == head
+    peft_model = peft.get_peft_model(model, config)
+    trainable = [name for name, parameter in peft_model.named_parameters() if parameter.requires_grad]
+    assert any(".lora_A." in name for name in trainable)
+    assert all(".lora_" in name or ".modules_to_save." in name for name in trainable), trainable
+
+
+def test_unknown_model_type_asks_for_target_modules():
+    class Mystery(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.config = type("Config", (), {"model_type": "mystery"})()
+            self.attn = nn.Linear(4, 4)
+            self.classifier = nn.Linear(4, 2)
+
+    with pytest.raises(ValueError, match=r"'mystery'.*Pass target_modules="):
+        lora_config(Mystery())
+    assert list(lora_config(Mystery(), target_modules=["attn"]).target_modules) == ["attn"]
+    with pytest.raises(ValueError, match="save_student"):
+        lora_config(TaclForPreTraining(tiny_tacl_config()))
+    assert set(LORA_TARGET_MODULES) >= {"mae_lm", "biphasic", "bert"}
+
+
+def test_head_name_that_also_names_encoder_modules_is_refused():
+    class BertWithDenseHead(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.config = type("Config", (), {"model_type": "bert"})()
+            self.encoder = nn.ModuleDict({"dense": nn.Linear(4, 4)})
+            self.dense = nn.Linear(4, 2)
+
+        @property
+        def base_model(self):
+            return self.encoder
+
+    with pytest.raises(ValueError, match="modules_to_save"):
+        lora_config(BertWithDenseHead())
