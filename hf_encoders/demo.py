@@ -118,7 +118,7 @@ def write_report(settings, runs: dict, analysis: dict, accuracies: dict) -> Path
     ]
     for label, run in runs.items():
         losses = [entry["loss"] for entry in run["log_history"] if "loss" in entry]
-        layers = by_model[Path(run["path"]).name]
+        layers = by_model[label]
         rows.append(
             f"| {label} | {losses[-1]:.3f} | {accuracies[label]:.3f} | {layers['self_similarity'][-1]:.3f} | "
             f"{layers['effective_rank'][-1]} / {layers['effective_rank_with_mask'][-1]} (of {layers['hidden_size']}) |"
@@ -134,7 +134,7 @@ def write_report(settings, runs: dict, analysis: dict, accuracies: dict) -> Path
         "Self-similarity is TaCL's Eq. 3 (lower = more discriminative tokens); effective rank is MAE-LM's rank at "
         "τ = 0.9 of the real-token representations.", "",
         "![loss curves](loss_curves.png)", "", "![per-layer diagnostics](analysis/layer_curves.png)", "",
-        *[f"![{label} similarity](analysis/similarity_{Path(run['path']).name}.png)" for label, run in runs.items()], "",
+        *[f"![{label} similarity](analysis/similarity_{label}.png)" for label in runs], "",
     ])
     path = settings.output_dir / "REPORT.md"
     path.write_text(text)
@@ -157,8 +157,10 @@ def main(argv: list[str] | None = None) -> int:
 
     print("\n=== analysis ===", flush=True)
     paths = [run["path"] for run in runs.values()]
-    # The analysis labels each model by its folder name.
-    analyze([*paths, "--output-dir", str(settings.output_dir / "analysis"), "--max-sentences", "400", "--trust-remote-code"])
+    analyze([
+        *paths, "--labels", *runs, "--output-dir", str(settings.output_dir / "analysis"), "--max-sentences", "400",
+        "--trust-remote-code",
+    ])
     analysis = json.loads((settings.output_dir / "analysis" / "report.json").read_text())
 
     task = word_order_task(corpus_sentences(None, settings.finetune_examples), settings.seed)

@@ -371,3 +371,16 @@ def test_analyze_command_writes_report_and_plots(tmp_path, tokenizer):
     for name in plots:
         assert_png(output / name)
     assert sorted(os.listdir(output)) == sorted([*plots, "report.json"])
+
+
+def test_analyze_command_takes_labels_and_checks_their_count(tmp_path, tokenizer):
+    build_encoder("bert").save_pretrained(tmp_path / "student")
+    tokenizer.save_pretrained(tmp_path / "student")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("The cat sat on the mat. A dog ran in the park.\n")
+    common = [str(tmp_path / "student"), "--corpus", str(corpus), "--output-dir", str(tmp_path / "out"), "--device", "cpu"]
+    assert analyze([*common, "--labels", "tacl"]) == 0
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["models"][0]["model"] == "tacl"
+    assert_png(tmp_path / "out" / "similarity_tacl.png")
+    with pytest.raises(SystemExit):
+        analyze([*common, "--labels", "a", "b"])

@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mask-probability", type=float, default=0.15, help="share of real tokens masked")
     parser.add_argument("--rank-threshold", type=float, default=0.9, help="tau of the effective rank")
     parser.add_argument("--heatmap-text", help="sentence of the heatmaps (default: the corpus's first of 8+ words)")
+    parser.add_argument("--labels", nargs="+", metavar="LABEL", help="names of the models in plots and report (default: folder names)")
     parser.add_argument("--output-dir", type=Path, default=Path("analysis"))
     parser.add_argument("--seed", type=int, default=0, help="seed of the [MASK] positions")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -49,10 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     if not sentences:
         parser.error("the corpus holds no sentences")
     heatmap_text = args.heatmap_text or _first_long_sentence(sentences)
+    if args.labels is not None and len(args.labels) != len(args.models):
+        parser.error(f"--labels names {len(args.labels)} model(s) but {len(args.models)} MODEL path(s) were given")
 
     reports = [
         analyse_checkpoint(path, label, sentences, heatmap_text, args)
-        for path, label in zip(args.models, _labels(args.models))
+        for path, label in zip(args.models, args.labels or _labels(args.models))
     ]
     plot_layer_curves(reports, args.output_dir / "layer_curves.png")
     settings = {

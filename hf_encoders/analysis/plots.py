@@ -6,6 +6,7 @@ from pathlib import Path
 
 import torch
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from .files import atomic_output
 from .report import LayerwiseReport
@@ -53,6 +54,7 @@ def plot_similarity_heatmap(
 def _label(axes, title: str, ylabel: str) -> None:
     axes.set_title(title)
     axes.set_xlabel("layer (0: embeddings)")
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_ylabel(ylabel)
     axes.grid(alpha=0.3)
     axes.legend(fontsize="small")

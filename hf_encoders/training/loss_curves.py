@@ -26,7 +26,8 @@ def plot_loss_curves(curves: dict[str, list[dict]], path: Path, title: str = "Pr
     for label, log_history in curves.items():
         for term, (steps, values) in loss_series(log_history).items():
             axis.plot(steps, values, label=label if term == "loss" else f"{label}: {term}")
-    axis.set(xlabel="step", ylabel="loss", title=title)
+    # Log scale: the terms of one run (TaCL's contrastive loss ends near 0.1, NSP near 0.7) differ by decades.
+    axis.set(xlabel="step", ylabel="loss (log scale)", title=title, yscale="log")
     axis.legend(fontsize="small")
     figure.tight_layout()
     path = Path(path)
