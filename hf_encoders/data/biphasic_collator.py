@@ -15,6 +15,7 @@ from transformers import DataCollatorForLanguageModeling
 from transformers.data.data_collator import pad_without_fast_tokenizer_warning
 
 from ..models.biphasic.configuration_biphasic import OBJECTIVES, BiphasicConfig
+from .reproducible_masking import ReproducibleMaskingMixin
 
 
 def next_token_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -30,7 +31,7 @@ def next_token_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> 
 
 
 @dataclass
-class DataCollatorForBiphasic(DataCollatorForLanguageModeling):
+class DataCollatorForBiphasic(ReproducibleMaskingMixin, DataCollatorForLanguageModeling):
     """Pads examples (dicts with "input_ids", or lists of ids; packed fixed-size blocks need no padding) and builds:
 
     * `objective=None` (default, for `PhaseScheduleCallback`): `input_ids` (clean) and `labels` (next-token) for

@@ -4,9 +4,11 @@ from dataclasses import dataclass
 
 from transformers import DataCollatorForLanguageModeling
 
+from .reproducible_masking import ReproducibleMaskingMixin
+
 
 @dataclass
-class DataCollatorForMaeLm(DataCollatorForLanguageModeling):
+class DataCollatorForMaeLm(ReproducibleMaskingMixin, DataCollatorForLanguageModeling):
     """15% of the real tokens, every one replaced by [MASK] (no 80/10/10).
 
     MAE-LM removes every [MASK] from the encoder input, so a selected token left unchanged or swapped for a

@@ -5,9 +5,11 @@ from dataclasses import dataclass
 import torch
 from transformers import DataCollatorForLanguageModeling
 
+from .reproducible_masking import ReproducibleMaskingMixin
+
 
 @dataclass
-class DataCollatorForTaCL(DataCollatorForLanguageModeling):
+class DataCollatorForTaCL(ReproducibleMaskingMixin, DataCollatorForLanguageModeling):
     """BERT's masking (15% of the real tokens; of those 80% [MASK], 10% random, 10% unchanged) over sentence
     pairs, with their `token_type_ids` padded and `next_sentence_label` passed through as a tensor.
 

@@ -5,18 +5,20 @@
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from transformers import HfArgumentParser, Trainer, TrainingArguments
+from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
 from ..cards import write_model_card
 from ..data.corpus import load_documents
 from .arguments import PretrainArguments
+from ..data.reproducible_masking import MaskingEpochCallback
 from .hub import CompleteUploadCallback, push_output_dir
 from .loss_curves import plot_loss_curves
 from .recipes import get_recipe
+from .resume import resolve_resume
 
 
 def check_mask_token(model, tokenizer) -> None:
@@ -36,33 +38,56 @@ class PretrainResult:
     encoder_dir: Path  # what fine-tuning loads: output_dir itself, or TaCL's exported student
 
 
-def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> PretrainResult:
+def card_writer(recipe, args: PretrainArguments, training_args: TrainingArguments):
+    """(output_dir, TrainerState) -> README.md, for the final save and for every Hub push."""
+    return partial(
+        write_model_card, recipe=recipe, args=args, model_id=training_args.hub_model_id,
+        tokens_per_step=training_args.train_batch_size * args.block_size,
+    )
+
+
+def build_trainer(args: PretrainArguments, training_args: TrainingArguments, resume_from_checkpoint: str | None = None) -> Trainer:
+    """Everything `pretrain` trains with: corpus, tokenizer, model, data, collator and callbacks of the method."""
+    if resume_from_checkpoint is not None and args.tokenizer_name is None and args.init is None:
+        # A tokenizer trained on the spot cannot be trained again identically (tokenizers' WordPiece trainer breaks
+        # frequency ties in hash order), so a resumed run reads the one Trainer saved with the checkpoint.
+        args = replace(args, tokenizer_name=resume_from_checkpoint)
     recipe = get_recipe(args.method)
+    set_seed(training_args.seed)  # before the model is built, so two runs with one seed start from the same weights
     documents = load_documents(args.corpus, dataset_config=args.dataset_config, text_column=args.text_column, streaming=args.streaming)
     if args.max_documents is not None:
         documents = documents.take(args.max_documents)
     tokenizer = recipe.build_tokenizer(args, documents)
     model = recipe.build_model(args, tokenizer)
     check_mask_token(model, tokenizer)
-    write_card = partial(
-        write_model_card, recipe=recipe, args=args, model_id=training_args.hub_model_id,
-        tokens_per_step=training_args.train_batch_size * args.block_size,
-    )
-    trainer = Trainer(
+    collator = recipe.build_collator(args, tokenizer)
+    # Masks from (seed, epoch, batch): a resumed run masks exactly as the uninterrupted one (data/reproducible_masking).
+    collator.seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
+    return Trainer(
         model=model,
         args=training_args,
         train_dataset=recipe.build_dataset(args, tokenizer, documents),
-        data_collator=recipe.build_collator(args, tokenizer),
+        data_collator=collator,
         processing_class=tokenizer,
-        callbacks=[*recipe.callbacks(args), CompleteUploadCallback(write_card)],
+        callbacks=[
+            *recipe.callbacks(args),
+            MaskingEpochCallback(collator),
+            CompleteUploadCallback(card_writer(recipe, args, training_args)),
+        ],
     )
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+
+
+def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> PretrainResult:
+    recipe = get_recipe(args.method)
+    checkpoint = resolve_resume(training_args.resume_from_checkpoint, training_args.output_dir)
+    trainer = build_trainer(args, training_args, resume_from_checkpoint=checkpoint)
+    trainer.train(resume_from_checkpoint=checkpoint)
     trainer.save_model()
     output_dir = Path(training_args.output_dir)
     log_history = trainer.state.log_history
     (output_dir / "log_history.json").write_text(json.dumps(log_history, indent=1))
     plot_loss_curves({args.method: log_history}, output_dir / "loss_curve.png")
-    write_card(output_dir, trainer.state)
+    card_writer(recipe, args, training_args)(output_dir, trainer.state)
     if training_args.push_to_hub:
         push_output_dir(trainer)
     return PretrainResult(trainer, output_dir, recipe.export_encoder(trainer, output_dir))

@@ -1,8 +1,9 @@
-"""`hf-encoders pretrain --method mlm`: the BERT masked-LM baseline the other methods are measured against,
-built entirely from stock Transformers (BertForMaskedLM + DataCollatorForLanguageModeling, 80/10/10)."""
+"""`hf-encoders pretrain --method mlm`: the BERT masked-LM baseline the other methods are measured against:
+stock `BertForMaskedLM` and `DataCollatorForLanguageModeling`'s 80/10/10 (with reproducible masks for resume)."""
 
-from transformers import BertConfig, BertForMaskedLM, DataCollatorForLanguageModeling
+from transformers import BertConfig, BertForMaskedLM
 
+from ...data.reproducible_masking import ReproducibleDataCollatorForLanguageModeling
 from ..model_sizes import sized_config_kwargs
 from .mae_lm import MaeLmRecipe
 
@@ -32,4 +33,4 @@ class MlmRecipe(MaeLmRecipe):
         return BertForMaskedLM(config)
 
     def build_collator(self, args, tokenizer):
-        return DataCollatorForLanguageModeling(tokenizer, mlm_probability=args.mlm_probability or 0.15, pad_to_multiple_of=8)
+        return ReproducibleDataCollatorForLanguageModeling(tokenizer, mlm_probability=args.mlm_probability or 0.15, pad_to_multiple_of=8)

@@ -1,0 +1,43 @@
+"""Resuming: only from a checkpoint Trainer finished writing.
+
+Trainer 5.23 writes `checkpoint-N` in place (weights, optimizer, scheduler, RNG state, then trainer_state.json),
+and `get_last_checkpoint` picks the highest N whatever its state, so a run killed while saving would resume from
+a half-written folder. `trainer_state.json` is written after everything `resume_from_checkpoint` reads, so a
+folder without it is partial and skipped.
+"""
+
+import re
+from pathlib import Path
+
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+CHECKPOINT_PATTERN = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
+
+
+def last_complete_checkpoint(output_dir: str | Path) -> Path | None:
+    complete = [
+        (int(match.group(1)), path)
+        for path in Path(output_dir).glob(f"{PREFIX_CHECKPOINT_DIR}-*")
+        if (match := CHECKPOINT_PATTERN.match(path.name)) and (path / "trainer_state.json").is_file()
+    ]
+    return max(complete)[1] if complete else None
+
+
+def resolve_resume(resume_from_checkpoint: str | bool | None, output_dir: str | Path) -> str | None:
+    """`True` / "true" (HfArgumentParser passes a string) means the last COMPLETE checkpoint in `output_dir`."""
+    if resume_from_checkpoint in (None, False, "false", "False", ""):
+        return None
+    if resume_from_checkpoint in (True, "true", "True"):
+        checkpoint = last_complete_checkpoint(output_dir)
+        if checkpoint is None:
+            raise ValueError(
+                f"--resume_from_checkpoint asks to resume, but {output_dir} holds no complete checkpoint "
+                "(a checkpoint-N folder with trainer_state.json); start without it or pass a checkpoint path."
+            )
+        return str(checkpoint)
+    if not (Path(resume_from_checkpoint) / "trainer_state.json").is_file():
+        raise ValueError(
+            f"{resume_from_checkpoint} is not a complete Trainer checkpoint (no trainer_state.json): it was "
+            "interrupted while being written or is not a checkpoint folder; resume from an earlier checkpoint-N."
+        )
+    return str(resume_from_checkpoint)

@@ -1,0 +1,119 @@
+"""A run killed between checkpoints and resumed continues exactly: same losses, same final weights, the biphasic
+phase included; a checkpoint left half-written by the kill is never resumed from."""
+
+import pytest
+import torch
+from transformers import BertConfig, BertForPreTraining, TrainerCallback, TrainingArguments
+
+from hf_encoders.data import embedded_documents, train_wordpiece_tokenizer
+from hf_encoders.training.arguments import PretrainArguments
+from hf_encoders.training.pretrain import build_trainer
+from hf_encoders.training.resume import last_complete_checkpoint, resolve_resume
+
+MAX_STEPS, SAVE_STEPS, KILLED_AT = 6, 2, 5
+
+
+class KillAt(TrainerCallback):
+    """Dies after optimizer step `step`, between two checkpoints, without Trainer saving anything."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise KeyboardInterrupt(f"killed at step {self.step}")
+
+
+@pytest.fixture(scope="module")
+def bert_init(tmp_path_factory):
+    """A tiny BERT with NSP head and its tokenizer: what TaCL continues from, and the other runs' tokenizer."""
+    folder = tmp_path_factory.mktemp("bert")
+    tokenizer = train_wordpiece_tokenizer(embedded_documents()[:40], vocab_size=300)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    BertForPreTraining(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def method_arguments(method: str, bert_init: str, **overrides) -> PretrainArguments:
+    # One tokenizer for both runs: training one on the spot is not reproducible (see build_trainer).
+    extra = {"init": bert_init} if method == "tacl" else {"config_overrides": "num_hidden_layers=1", "tokenizer_name": bert_init}
+    if method == "biphasic":
+        extra["phases"] = "clm:0.5,mlm:0.5"  # the switch (step 3) comes before the kill
+    return PretrainArguments(method=method, max_documents=40, vocab_size=300, block_size=32, **{**extra, **overrides})
+
+
+def training_arguments(output_dir) -> TrainingArguments:
+    return TrainingArguments(
+        output_dir=str(output_dir), max_steps=MAX_STEPS, save_steps=SAVE_STEPS, logging_steps=1, per_device_train_batch_size=4,
+        learning_rate=1e-3, report_to="none", use_cpu=True, seed=0, dataloader_pin_memory=False, disable_tqdm=True,
+    )
+
+
+def logged(trainer, key="loss") -> dict[int, float]:
+    return {entry["step"]: entry[key] for entry in trainer.state.log_history if key in entry}
+
+
+@pytest.mark.parametrize("method", ["mlm", "mae-lm", "tacl", "biphasic"])
+def test_a_killed_run_resumes_exactly(method, bert_init, tmp_path):
+    args = method_arguments(method, bert_init)
+    uninterrupted = build_trainer(args, training_arguments(tmp_path / "a"))
+    uninterrupted.train()
+
+    killed = build_trainer(args, training_arguments(tmp_path / "b"))
+    killed.add_callback(KillAt(KILLED_AT))
+    with pytest.raises(KeyboardInterrupt):
+        killed.train()
+    # The kill also caught the next save half-way: weights written, trainer state not yet.
+    partial = tmp_path / "b" / f"checkpoint-{KILLED_AT + 1}"
+    partial.mkdir()
+    (partial / "model.safetensors").write_bytes(b"\0" * 100)
+
+    checkpoint = resolve_resume(True, tmp_path / "b")
+    assert checkpoint == str(tmp_path / "b" / "checkpoint-4")
+    # As `hf-encoders pretrain --resume_from_checkpoint true` does it: no tokenizer given, the checkpoint's is used.
+    resumed_args = method_arguments(method, bert_init, tokenizer_name=None) if method != "tacl" else args
+    resumed = build_trainer(resumed_args, training_arguments(tmp_path / "b"), resume_from_checkpoint=checkpoint)
+    resumed.train(resume_from_checkpoint=checkpoint)
+
+    # Steps 1-4 come back with the checkpoint's trainer state; 5 and 6 are trained again and must match exactly.
+    assert logged(resumed) == logged(uninterrupted) and sorted(logged(resumed)) == list(range(1, MAX_STEPS + 1))
+    for (name, before), after in zip(uninterrupted.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(before, after), name
+    if method == "biphasic":
+        assert set(logged(resumed, "clm_loss")) == {1, 2, 3} and set(logged(resumed, "mlm_loss")) == {4, 5, 6}
+
+
+def test_partial_checkpoints_are_skipped_and_named(tmp_path):
+    (tmp_path / "checkpoint-2").mkdir()
+    (tmp_path / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    (tmp_path / "checkpoint-10").mkdir()  # numerically last, but half-written
+    assert last_complete_checkpoint(tmp_path) == tmp_path / "checkpoint-2"
+    with pytest.raises(ValueError, match="not a complete Trainer checkpoint"):
+        resolve_resume(str(tmp_path / "checkpoint-10"), tmp_path)
+    with pytest.raises(ValueError, match="no complete checkpoint"):
+        resolve_resume(True, tmp_path / "checkpoint-10")
+    assert resolve_resume(None, tmp_path) is None and resolve_resume("false", tmp_path) is None
+
+
+@pytest.mark.parametrize("collator_name", ["DataCollatorForMaeLm", "DataCollatorForTaCL", "DataCollatorForBiphasic"])
+def test_seeded_masks_depend_on_seed_epoch_and_batch_only(collator_name):
+    import hf_encoders
+    from tests.tiny_models import tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    tokenizer.eos_token = tokenizer.sep_token
+    collator = getattr(hf_encoders, collator_name)(tokenizer, seed=7, mlm_probability=0.5)
+    examples = [{"input_ids": list(range(5, 37))}, {"input_ids": list(range(20, 52))}]
+
+    def masked_ids():
+        batch = collator(examples)
+        return batch.get("mlm_input_ids", batch["input_ids"])
+
+    rng_before = torch.get_rng_state()
+    first = masked_ids()
+    assert torch.equal(torch.get_rng_state(), rng_before), "seeded masking must not draw from the global RNG"
+    torch.manual_seed(123)  # whatever else the process does in between
+    assert torch.equal(masked_ids(), first)
+    collator.epoch = 1
+    assert not torch.equal(masked_ids(), first), "a new epoch draws new masks"
