@@ -3,7 +3,9 @@
     python bench/run.py                      # CPU defaults: 6 layers x 512, batch 8 x 128
     python bench/run.py --layers 12 --hidden 768 --batch 32 --length 512 --device cuda --dtype bfloat16
 
-One training step is forward + backward + AdamW step. The models of a comparison are timed in alternation
+One training step is forward + backward + AdamW step. Useful FLOPs are what the method needs (6·N·tokens for
+trained weights, 2·N·tokens for the TaCL teacher, attention's QK^T/AV, the vocabulary projection only where
+labels are), divided by the step time and by the machine's measured GEMM throughput in the same dtype. The models of a comparison are timed in alternation
 (interleaved repeats, median), so a machine that slows down mid-run slows both. Ratios below 1 mean ours is
 faster. Targets (from the issues): TaCL <= 0.85, MAE-LM <= 1.0 at 15% and <= 0.85 at 40%, biphasic MLM <= 0.8,
 biphasic CLM <= 1.0.
@@ -46,6 +48,52 @@ class Comparison:
     anchor: Callable[[], torch.nn.Module]
     ours_batch: Callable[[], dict]
     anchor_batch: Callable[[], dict]
+    useful_flops: Callable[[torch.nn.Module, dict], float]  # what the method needs per step, for our model
+
+
+def linear_parameters(module: torch.nn.Module) -> int:
+    return sum(m.weight.numel() for m in module.modules() if isinstance(m, torch.nn.Linear))
+
+
+def stack_flops(module: torch.nn.Module, tokens: int, length: int, layers: int, hidden: int) -> float:
+    """Forward FLOPs of a transformer stack: 2 per weight per token, plus QK^T and AV (4 * length * hidden per
+    token and layer)."""
+    return 2 * linear_parameters(module) * tokens + 4 * layers * tokens * length * hidden
+
+
+def labelled(batch: dict) -> int:
+    return int((batch["labels"] != -100).sum())
+
+
+def tacl_flops(model, batch) -> float:
+    # student forward + backward (3x), teacher forward only (1x), MLM head (dense + vocabulary) at the anchors.
+    config = model.teacher.config
+    tokens, length = batch["input_ids"].numel(), batch["input_ids"].shape[1]
+    encoder = stack_flops(model.teacher, tokens, length, config.num_hidden_layers, config.hidden_size)
+    head = 2 * (config.hidden_size**2 + config.hidden_size * config.vocab_size) * labelled(batch)
+    return 3 * encoder + encoder + 3 * head
+
+
+def mae_lm_flops(model, batch) -> float:
+    # encoder on the kept tokens only, decoder on every position, head at the masked ones; all trained (3x).
+    config = model.config
+    masked, (rows, length) = labelled(batch), batch["input_ids"].shape
+    kept_length = length - masked // rows
+    encoder = stack_flops(model.mae_lm, rows * kept_length, kept_length, config.num_hidden_layers, config.hidden_size)
+    decoder = stack_flops(model.decoder, rows * length, length, config.decoder_num_hidden_layers, config.decoder_hidden_size)
+    head = 2 * (config.decoder_hidden_size * config.hidden_size + config.hidden_size * config.vocab_size) * masked
+    return 3 * (encoder + decoder + head)
+
+
+def biphasic_flops(model, batch) -> float:
+    # the body on every token, the vocabulary projection at labelled positions; causal attention does half the work.
+    config = model.config
+    tokens, length = batch["input_ids"].numel(), batch["input_ids"].shape[1]
+    causal = batch.get("objective") == "clm"
+    body = stack_flops(model.model, tokens, length, config.num_hidden_layers, config.hidden_size)
+    if causal:
+        body -= 2 * config.num_hidden_layers * tokens * length * config.hidden_size
+    return 3 * (body + 2 * config.hidden_size * config.vocab_size * labelled(batch))
 
 
 def masked_batch(settings, vocab: int, probability: float) -> dict:
@@ -92,23 +140,27 @@ def comparisons(settings) -> list[Comparison]:
     result = [
         Comparison("TaCL vs BertForPreTraining", 0.85,
                    lambda: TaclForPreTraining(TaclConfig(student_config=bert.to_dict())), lambda: BertForPreTraining(bert),
-                   lambda: sentence_pair_batch(settings, bert_vocab), lambda: sentence_pair_batch(settings, bert_vocab)),
+                   lambda: sentence_pair_batch(settings, bert_vocab), lambda: sentence_pair_batch(settings, bert_vocab),
+                   tacl_flops),
     ]
     for probability, target in ((0.15, 1.0), (0.40, 0.85)):
         result.append(Comparison(
             f"MAE-LM vs BertForMaskedLM, {probability:.0%} masked", target,
             lambda: MaeLmForMaskedLM(mae_lm), lambda: BertForMaskedLM(bert),
             lambda p=probability: masked_batch(settings, bert_vocab, p), lambda p=probability: masked_batch(settings, bert_vocab, p),
+            mae_lm_flops,
         ))
     result += [
         Comparison("biphasic MLM vs EuroBertForMaskedLM, 40% masked", 0.8,
                    lambda: BiphasicEncoderForPreTraining(BiphasicConfig(mask_token_id=MASK_ID, objective="mlm", **llama)),
                    lambda: EuroBertForMaskedLM(EuroBertConfig(mask_token_id=MASK_ID, **llama)),
-                   lambda: masked_batch(settings, llama_vocab, 0.4), lambda: masked_batch(settings, llama_vocab, 0.4)),
+                   lambda: masked_batch(settings, llama_vocab, 0.4), lambda: masked_batch(settings, llama_vocab, 0.4),
+                   biphasic_flops),
         Comparison("biphasic CLM vs LlamaForCausalLM", 1.0,
                    lambda: BiphasicEncoderForPreTraining(BiphasicConfig(mask_token_id=MASK_ID, objective="clm", **llama)),
                    lambda: LlamaForCausalLM(LlamaConfig(**llama)),
-                   lambda: causal_batch(settings, llama_vocab, shifted=True), lambda: causal_batch(settings, llama_vocab, shifted=False)),
+                   lambda: causal_batch(settings, llama_vocab, shifted=True), lambda: causal_batch(settings, llama_vocab, shifted=False),
+                   biphasic_flops),
     ]
     return result
 
@@ -124,6 +176,8 @@ class TimedStep:
 
     def __call__(self) -> float:
         synchronize(self.device)
+        if self.device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
         start = time.perf_counter()
         with torch.autocast(self.device, dtype=self.dtype, enabled=self.dtype != torch.float32):
             loss = self.model(**self.batch).loss
@@ -133,13 +187,33 @@ class TimedStep:
         synchronize(self.device)
         return time.perf_counter() - start
 
+    def peak_memory_gib(self) -> float | None:
+        """Peak device memory of the last step (GPU only: CPU allocations are not tracked by torch)."""
+        return torch.cuda.max_memory_allocated() / 2**30 if self.device == "cuda" else None
+
+
+def gemm_peak_flops(settings, size: int = 2048, repeats: int = 5) -> float:
+    """The machine's measured matmul throughput in the benchmark's dtype: the ceiling for useful FLOP/s."""
+    dtype = getattr(torch, settings.dtype)
+    a, b = (torch.randn(size, size, device=settings.device, dtype=dtype) for _ in range(2))
+    a @ b  # warm-up
+    times = []
+    for _ in range(repeats):
+        synchronize(settings.device)
+        start = time.perf_counter()
+        a @ b
+        synchronize(settings.device)
+        times.append(time.perf_counter() - start)
+    return 2 * size**3 / statistics.median(times)
+
 
 def synchronize(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
 
 
-def run(comparison: Comparison, settings) -> tuple[float, float]:
+def run(comparison: Comparison, settings) -> tuple[float, float, float, float | None]:
+    """Median step seconds of ours and of the anchor, our useful FLOPs per step, our peak memory (GiB, GPU)."""
     torch.manual_seed(0)
     ours = TimedStep(comparison.ours(), comparison.ours_batch(), settings)
     anchor = TimedStep(comparison.anchor(), comparison.anchor_batch(), settings)
@@ -148,8 +222,10 @@ def run(comparison: Comparison, settings) -> tuple[float, float]:
     ours_times, anchor_times = [], []
     for _ in range(settings.repeats):
         ours_times.append(ours())
+        memory = ours.peak_memory_gib()
         anchor_times.append(anchor())
-    return statistics.median(ours_times), statistics.median(anchor_times)
+    flops = comparison.useful_flops(ours.model, ours.batch)
+    return statistics.median(ours_times), statistics.median(anchor_times), flops, memory
 
 
 def main() -> None:
@@ -165,16 +241,20 @@ def main() -> None:
     settings = parser.parse_args()
 
     tokens = settings.batch * settings.length
+    peak = gemm_peak_flops(settings)
     print(f"{settings.layers} layers x {settings.hidden}, batch {settings.batch} x {settings.length}, {settings.device}, "
-          f"{settings.dtype}, torch threads {torch.get_num_threads()}, median of {settings.repeats}")
-    print(f"| comparison | ours s/step | anchor s/step | ours tokens/s | ratio | target | met |\n|---|---|---|---|---|---|---|")
+          f"{settings.dtype}, torch threads {torch.get_num_threads()}, median of {settings.repeats}; "
+          f"measured GEMM peak {peak / 1e9:,.1f} GFLOP/s")
+    print("| comparison | ours s/step | anchor s/step | ours tokens/s | ratio | target | met | useful GFLOP/s | of GEMM peak | peak GiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for comparison in comparisons(settings):
         if settings.only and settings.only not in comparison.name:
             continue
-        ours, anchor = run(comparison, settings)
+        ours, anchor, flops, memory = run(comparison, settings)
         ratio = ours / anchor
         print(f"| {comparison.name} | {ours:.3f} | {anchor:.3f} | {tokens / ours:,.0f} | {ratio:.2f} | "
-              f"<= {comparison.target} | {'yes' if ratio <= comparison.target else 'NO'} |", flush=True)
+              f"<= {comparison.target} | {'yes' if ratio <= comparison.target else 'NO'} | {flops / ours / 1e9:,.1f} | "
+              f"{flops / ours / peak:.2f} | {'-' if memory is None else f'{memory:.2f}'} |", flush=True)
 
 
 if __name__ == "__main__":

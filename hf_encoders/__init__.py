@@ -30,6 +30,7 @@ from .models.mae_lm import (
 from .models.tacl import TaclConfig, TaclForPreTraining, modeling_tacl
 from .registration import register_family
 from .training.hub import CompleteUploadCallback
+from .training.numerics import NonFiniteLossCallback
 from .training.phases import PhaseScheduleCallback
 
 for _config, _modeling in (

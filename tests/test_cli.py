@@ -71,3 +71,8 @@ def test_pretrain_bad_options_are_named(tmp_path, extra, message):
 def test_pretrain_unknown_method_is_named(tmp_path):
     with pytest.raises(ValueError, match="Unknown --method 'bert'"):
         main(tiny_pretrain_argv(tmp_path / "out", "bert"))
+
+
+def test_pretrain_refuses_fp16_on_cpu(tmp_path):
+    with pytest.raises(ValueError, match="--fp16 has no effect on CPU"):
+        main(tiny_pretrain_argv(tmp_path / "out", "mae-lm", "--fp16", "--use_cpu"))

@@ -9,14 +9,16 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
+import torch
 from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
 from ..cards import write_model_card
 from ..data.corpus import load_documents
-from .arguments import PretrainArguments
 from ..data.reproducible_masking import MaskingEpochCallback
+from .arguments import PretrainArguments
 from .hub import CompleteUploadCallback, push_output_dir
 from .loss_curves import plot_loss_curves
+from .numerics import NonFiniteLossCallback
 from .recipes import get_recipe
 from .resume import resolve_resume
 
@@ -52,6 +54,11 @@ def build_trainer(args: PretrainArguments, training_args: TrainingArguments, res
         # A tokenizer trained on the spot cannot be trained again identically (tokenizers' WordPiece trainer breaks
         # frequency ties in hash order), so a resumed run reads the one Trainer saved with the checkpoint.
         args = replace(args, tokenizer_name=resume_from_checkpoint)
+    if training_args.fp16 and not torch.cuda.is_available():
+        raise ValueError(
+            "--fp16 has no effect on CPU (accelerate runs such a run in fp32 without a word); use --bf16, which CPUs "
+            "autocast, or drop --fp16."
+        )
     recipe = get_recipe(args.method)
     set_seed(training_args.seed)  # before the model is built, so two runs with one seed start from the same weights
     documents = load_documents(args.corpus, dataset_config=args.dataset_config, text_column=args.text_column, streaming=args.streaming)
@@ -72,6 +79,7 @@ def build_trainer(args: PretrainArguments, training_args: TrainingArguments, res
         callbacks=[
             *recipe.callbacks(args),
             MaskingEpochCallback(collator),
+            NonFiniteLossCallback(),
             CompleteUploadCallback(card_writer(recipe, args, training_args)),
         ],
     )

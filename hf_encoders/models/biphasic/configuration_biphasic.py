@@ -80,6 +80,12 @@ class BiphasicConfig(PreTrainedConfig):
         if self.num_key_value_heads is None:
             self.num_key_value_heads = self.num_attention_heads
         if self.head_dim is None:
+            # Derived, so the heads must tile the hidden size; an explicit head_dim (Mistral-style) need not.
+            if self.hidden_size % self.num_attention_heads:
+                raise ValueError(
+                    f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
+                    f"({self.num_attention_heads}); pick a head count that divides it, or set head_dim explicitly."
+                )
             self.head_dim = self.hidden_size // self.num_attention_heads
         # The parent turns a legacy `rope_theta` kwarg into `rope_parameters` (θ defaults to 10,000).
         super().__post_init__(**kwargs)

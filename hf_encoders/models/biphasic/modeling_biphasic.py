@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import transformers
 from torch import nn
-from transformers import AutoConfig, AutoModelForCausalLM, EuroBertConfig, PreTrainedModel
+from transformers import AutoConfig, AutoModelForCausalLM, EuroBertConfig, PreTrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import (
     BaseModelOutputWithPast,
     CausalLMOutput,
@@ -53,6 +53,31 @@ LLAMA_FIELDS = (
 )
 
 
+def checkpoint_model_type(checkpoint, load_kwargs: dict) -> str | None:
+    """The `model_type` in a checkpoint's config.json, read before any weight; None where there is nothing to read
+    (no path, no config.json: `from_pretrained` then reports what is missing in its own words)."""
+    if checkpoint is None:
+        return None
+    hub_names = ("cache_dir", "force_download", "local_files_only", "token", "revision", "subfolder")
+    hub_kwargs = {name: load_kwargs[name] for name in hub_names if name in load_kwargs}
+    try:
+        config_dict, _ = PreTrainedConfig.get_config_dict(checkpoint, **hub_kwargs)
+    except (OSError, ValueError):
+        return None
+    return config_dict.get("model_type")
+
+
+def unreadable_weights_error(checkpoint, load_kwargs: dict, error: Exception) -> ValueError:
+    """safetensors' bare "Error while deserializing header" as an error naming the file and the fix."""
+    folder = Path(str(checkpoint), load_kwargs.get("subfolder") or "")
+    files = sorted(str(path) for path in folder.glob("*.safetensors")) if folder.is_dir() else []
+    where = " or ".join(files) if files else f"the weights of {str(checkpoint)!r}"
+    return ValueError(
+        f"Cannot read {where} ({type(error).__name__}: {error}): the weights file is corrupt or truncated (an "
+        "interrupted download or save, or not a safetensors file); re-download or re-save the checkpoint."
+    )
+
+
 class BiphasicPreTrainedModel(LlamaPreTrainedModel):
     config_class = BiphasicConfig
     base_model_prefix = "model"
@@ -69,18 +94,39 @@ class BiphasicPreTrainedModel(LlamaPreTrainedModel):
         parameters: a misnamed key never silently trains from random weights.
         """
         want_loading_info = kwargs.pop("output_loading_info", False)
-        model, info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+        checkpoint = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+        found = checkpoint_model_type(checkpoint, kwargs)
+        if found is not None and found != cls.config_class.model_type:
+            if found in CONVERTIBLE_CAUSAL_LMS:
+                fix = "convert it with BiphasicEncoderForPreTraining.from_causal_lm (or `hf-encoders convert --from-causal-lm`)"
+            else:
+                fix = "load it with its own family's class (the Auto classes read config.json)"
+            raise ValueError(
+                f"{str(checkpoint)!r} holds a {found!r} model, not a biphasic one (model_type 'biphasic'), so its "
+                f"weights cannot fill {cls.__name__}: {fix}."
+            )
+        # Transformers raises a bare RuntimeError on shape mismatches; collect them to report with the rest,
+        # unless the caller explicitly accepts re-initialising mis-shaped weights (e.g. a new label count).
+        tolerate_mismatch = kwargs.pop("ignore_mismatched_sizes", False)
+        try:
+            model, info = super().from_pretrained(*args, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
+        except Exception as error:
+            if type(error).__name__ != "SafetensorError":
+                raise
+            raise unreadable_weights_error(checkpoint, kwargs, error) from error
         problems = {
             "missing": [key for key in info["missing_keys"] if not key.startswith(cls._new_head_prefixes)],
             "unexpected": list(info["unexpected_keys"]),
-            "mis-shaped": [str(entry) for entry in info["mismatched_keys"]],
+            "mis-shaped": [] if tolerate_mismatch else [
+                f"{key}: checkpoint {tuple(saved)} vs model {tuple(built)}" for key, saved, built in info["mismatched_keys"]
+            ],
         }
         if any(problems.values()):
             details = "; ".join(f"{kind}: {sorted(keys)[:8]}" for kind, keys in problems.items() if keys)
             raise ValueError(
-                f"The checkpoint {args[0] if args else ''!r} does not fit {cls.__name__} ({details}). Check that it is "
-                "a biphasic checkpoint saved with the same configuration; convert a Llama-family causal LM with "
-                "BiphasicEncoderForPreTraining.from_causal_lm instead."
+                f"The checkpoint {str(checkpoint)!r} does not fit {cls.__name__} ({details}). Check that it is a "
+                "biphasic checkpoint saved with the same configuration, and load it without overriding its sizes; "
+                "convert a Llama-family causal LM with BiphasicEncoderForPreTraining.from_causal_lm instead."
             )
         return (model, info) if want_loading_info else model
 
@@ -167,6 +213,20 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
         set and `logits` is (number of labelled positions, vocab) in row-major order; without, it covers every
         position. The loss is summed and divided by Trainer's `num_items_in_batch` when given, else by this
         batch's labelled count (so a batch without targets gives 0, not NaN)."""
+        if labels is not None:
+            shape = (input_ids if input_ids is not None else encoder_inputs["inputs_embeds"]).shape[:2]
+            if labels.shape != shape:
+                raise ValueError(
+                    f"labels must have the shape of the input (batch, length) = {tuple(shape)}, got {tuple(labels.shape)}: "
+                    "one target per position (-100 where there is none), as DataCollatorForBiphasic builds them."
+                )
+            if not is_causal and self.config.mask_token_id is None:
+                raise ValueError(
+                    "Masked-LM training needs config.mask_token_id, the [MASK] id the collator writes, but it is None "
+                    "(a converted causal LM has none). Add a mask token to the tokenizer and the model with "
+                    "hf_encoders.training.conversion.prepare_tokenizer(tokenizer) and "
+                    "fit_model_to_tokenizer(model, tokenizer)."
+                )
         outputs = self.model(input_ids=input_ids, is_causal=is_causal, **encoder_inputs)
         hidden_states = outputs.last_hidden_state
         if labels is None:
@@ -200,8 +260,17 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
             config = biphasic_config_from_causal_lm(source.config, mask_token_id)
         else:
             path, gguf = causal_lm_location(model_or_path)
+            try:
+                source_config = AutoConfig.from_pretrained(path, **gguf)
+            except OSError as error:
+                place = "There is no such file or folder" if not Path(path).exists() else "It holds no loadable config"
+                raise ValueError(
+                    f"Cannot load a causal LM from {str(model_or_path)!r}. {place}, and it did not load as a Hub model "
+                    f"either ({error}). Pass a Llama-family causal LM's folder, `.gguf` file or Hub name (with network "
+                    "access, or already in the local cache)."
+                ) from error
             # The architecture is checked from the config alone, before any weight is read.
-            config = biphasic_config_from_causal_lm(AutoConfig.from_pretrained(path, **gguf), mask_token_id)
+            config = biphasic_config_from_causal_lm(source_config, mask_token_id)
             source = AutoModelForCausalLM.from_pretrained(path, **gguf, **load_kwargs)
         state = source.state_dict()
         model = cls(config).to(device=source.device, dtype=source.dtype)
@@ -229,6 +298,11 @@ def causal_lm_location(name_or_path) -> tuple[str, dict]:
 def biphasic_config_from_causal_lm(source, mask_token_id: int | None = None) -> BiphasicConfig:
     """The BiphasicConfig of a Llama-family causal LM's config, or a ValueError naming what cannot be represented."""
     model_type = getattr(source, "model_type", None)
+    if model_type == BiphasicConfig.model_type:
+        raise ValueError(
+            "This is already a biphasic checkpoint, nothing to convert: load it with "
+            "BiphasicEncoderForPreTraining.from_pretrained (or any biphasic class)."
+        )
     if model_type not in CONVERTIBLE_CAUSAL_LMS:
         raise ValueError(
             f"Cannot convert a {model_type!r} model ({', '.join(getattr(source, 'architectures', None) or [])}): "

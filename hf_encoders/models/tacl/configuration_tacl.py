@@ -60,6 +60,14 @@ class TaclConfig(PreTrainedConfig):
         self.validate_architecture()
 
     def validate_architecture(self):
+        # The student's own config does not check this (BERT's attention only fails when the model is built).
+        student = self.student_config
+        hidden_size, heads = getattr(student, "hidden_size", None), getattr(student, "num_attention_heads", None)
+        if hidden_size and heads and getattr(student, "head_dim", None) is None and hidden_size % heads:
+            raise ValueError(
+                f"student_config: hidden_size ({hidden_size}) is not divisible by num_attention_heads ({heads}); "
+                f"pick a head count that divides it."
+            )
         if self.temperature <= 0:
             raise ValueError(f"temperature must be positive (the paper uses 0.01), got {self.temperature}.")
         for name in ("tacl_loss_weight", "mlm_loss_weight", "nsp_loss_weight"):

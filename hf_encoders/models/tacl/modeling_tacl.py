@@ -10,17 +10,45 @@ This folder is flat on purpose: it is copied next to every checkpoint and must i
 transformers and its siblings (see hf_encoders/registration.py).
 """
 
+import contextlib
 import copy
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForPreTraining, PreTrainedModel
+from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForPreTraining, PreTrainedConfig, PreTrainedModel
+from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
 from transformers.utils import ModelOutput, logging
 
 from .configuration_tacl import TaclConfig
 
 logger = logging.get_logger(__name__)
+
+
+def checkpoint_model_type(checkpoint, load_kwargs: dict) -> str | None:
+    """The `model_type` in a checkpoint's config.json, read before any weight; None where there is nothing to read
+    (no path, no config.json: `from_pretrained` then reports what is missing in its own words)."""
+    if checkpoint is None:
+        return None
+    hub_names = ("cache_dir", "force_download", "local_files_only", "token", "revision", "subfolder")
+    hub_kwargs = {name: load_kwargs[name] for name in hub_names if name in load_kwargs}
+    try:
+        config_dict, _ = PreTrainedConfig.get_config_dict(checkpoint, **hub_kwargs)
+    except (OSError, ValueError):
+        return None
+    return config_dict.get("model_type")
+
+
+def unreadable_weights_error(checkpoint, load_kwargs: dict, error: Exception) -> ValueError:
+    """safetensors' bare "Error while deserializing header" as an error naming the file and the fix."""
+    folder = Path(str(checkpoint), load_kwargs.get("subfolder") or "")
+    files = sorted(str(path) for path in folder.glob("*.safetensors")) if folder.is_dir() else []
+    where = " or ".join(files) if files else f"the weights of {str(checkpoint)!r}"
+    return ValueError(
+        f"Cannot read {where} ({type(error).__name__}: {error}): the weights file is corrupt or truncated (an "
+        "interrupted download or save, or not a safetensors file); re-download or re-save the checkpoint."
+    )
 
 
 def token_contrastive_loss(
@@ -34,15 +62,22 @@ def token_contrastive_loss(
 
     student_states, teacher_states: (batch, length, hidden); anchors: (batch, length) bool; key_mask:
     (batch, length) bool of the teacher positions allowed in the denominator (None: all of them). Negatives
-    come from the anchor's own sequence only. Computed in fp32: with τ = 0.01 the logits span ±100, beyond
-    what bf16/fp16 can softmax accurately. A batch without anchors gives 0.
+    come from the anchor's own sequence only. Computed in fp32, with autocast (bf16/fp16 training) switched off
+    here: with τ = 0.01 a cosine's rounding error is multiplied by 100, and bf16 resolves cosines near 1 only to
+    ~0.004 (0.4 in the logits), so the similar states TaCL works on would be scored mostly by rounding noise.
+    A batch without anchors gives 0.
     """
-    student = nn.functional.normalize(student_states.float(), dim=-1)
-    teacher = nn.functional.normalize(teacher_states.float(), dim=-1)
-    batch_index, position = anchors.nonzero(as_tuple=True)
-    # (anchors, length): each anchor's student vector against every teacher vector of its sequence. Only the
-    # anchor rows are scored; the batched matmul keeps the teacher states unduplicated.
-    scores = torch.bmm(student, teacher.transpose(1, 2))[batch_index, position] / temperature
+    device_type = student_states.device.type
+    full_precision = (
+        torch.autocast(device_type, enabled=False) if torch.amp.is_autocast_available(device_type) else contextlib.nullcontext()
+    )
+    with full_precision:
+        student = nn.functional.normalize(student_states.float(), dim=-1)
+        teacher = nn.functional.normalize(teacher_states.float(), dim=-1)
+        batch_index, position = anchors.nonzero(as_tuple=True)
+        # (anchors, length): each anchor's student vector against every teacher vector of its sequence. Only the
+        # anchor rows are scored; the batched matmul keeps the teacher states unduplicated.
+        scores = torch.bmm(student, teacher.transpose(1, 2))[batch_index, position] / temperature
     if key_mask is not None:
         scores = scores.masked_fill(~key_mask[batch_index], float("-inf"))
     return nn.functional.cross_entropy(scores, position, reduction="sum") / max(len(position), 1)
@@ -127,9 +162,24 @@ class TaclForPreTraining(PreTrainedModel):
         A checkpoint without an MLM (or NSP) head, such as a sentence-embedding BERT, gets a freshly initialised
         one and a warning. Any other missing, unexpected or mis-shaped encoder weight is an error.
         """
-        config = cls.config_class(
-            student_config=AutoConfig.from_pretrained(name_or_path), student_name_or_path=str(name_or_path), **tacl_options
-        )
+        try:
+            student_config = AutoConfig.from_pretrained(name_or_path)
+        except OSError as error:
+            exists = Path(str(name_or_path)).exists()
+            place = "The folder holds no loadable config.json" if exists else "There is no such folder"
+            raise ValueError(
+                f"Cannot load an encoder from {str(name_or_path)!r}. {place}, and it did not load as a Hub model either "
+                f"({error}). Pass the folder of an encoder checkpoint (config.json + weights) or the Hub name of one "
+                "(with network access, or already in the local cache)."
+            ) from error
+        if type(student_config) not in MODEL_FOR_MASKED_LM_MAPPING:
+            architectures = ", ".join(getattr(student_config, "architectures", None) or [])
+            raise ValueError(
+                f"{str(name_or_path)!r} is a {student_config.model_type!r} model ({architectures}) with no masked-LM "
+                "form: TaCL continues an encoder pre-trained with MLM (BERT, RoBERTa, ModernBERT, ...). Pass such an "
+                "encoder; to turn a Llama-family causal LM into an encoder use BiphasicEncoderForPreTraining.from_causal_lm."
+            )
+        config = cls.config_class(student_config=student_config, student_name_or_path=str(name_or_path), **tacl_options)
         auto_class = AutoModelForPreTraining if config.use_nsp else AutoModelForMaskedLM
         student, info = auto_class.from_pretrained(name_or_path, config=config.student_config, output_loading_info=True)
         # Heads and the pooler sit outside the encoder proper: a checkpoint may lack them or carry unused ones.
@@ -162,21 +212,49 @@ class TaclForPreTraining(PreTrainedModel):
         """`PreTrainedModel.from_pretrained` for a saved TaCL state (student + teacher), strict: a missing,
         unexpected or mis-shaped weight is an error, never a silently re-initialised teacher."""
         want_loading_info = kwargs.pop("output_loading_info", False)
-        model, info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+        checkpoint = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+        found = checkpoint_model_type(checkpoint, kwargs)
+        if found is not None and found != cls.config_class.model_type:
+            raise ValueError(
+                f"{str(checkpoint)!r} holds a {found!r} model, not a TaCL training state (model_type 'tacl'). To start "
+                "TaCL from an encoder checkpoint use TaclForPreTraining.from_encoder; a checkpoint of another family "
+                "loads with its own class (the Auto classes read config.json)."
+            )
+        # Transformers raises a bare RuntimeError on shape mismatches: collect them to report with the rest (always:
+        # a re-initialised teacher is never acceptable, so `ignore_mismatched_sizes` changes nothing here).
+        kwargs.pop("ignore_mismatched_sizes", None)
+        try:
+            model, info = super().from_pretrained(*args, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
+        except Exception as error:
+            if type(error).__name__ != "SafetensorError":
+                raise
+            raise unreadable_weights_error(checkpoint, kwargs, error) from error
         problems = {
             "missing": list(info["missing_keys"]),
             "unexpected": list(info["unexpected_keys"]),
-            "mis-shaped": [str(entry) for entry in info["mismatched_keys"]],
+            "mis-shaped": [
+                f"{key}: checkpoint {tuple(saved)} vs model {tuple(built)}" for key, saved, built in info["mismatched_keys"]
+            ],
         }
         if any(problems.values()):
             details = "; ".join(f"{kind}: {sorted(keys)[:8]}" for kind, keys in problems.items() if keys)
             raise ValueError(
-                f"The checkpoint {args[0] if args else ''!r} does not fit TaclForPreTraining ({details}). To start TaCL "
-                "from a plain encoder checkpoint use TaclForPreTraining.from_encoder."
+                f"The checkpoint {str(checkpoint)!r} does not fit TaclForPreTraining ({details}). Check that it is a TaCL "
+                "checkpoint and load it with the same configuration it was saved with. To start TaCL from a plain encoder "
+                "checkpoint use TaclForPreTraining.from_encoder."
             )
         # Loading replaces the parameters, and the new ones require gradients again.
         model.teacher.requires_grad_(False)
         return (model, info) if want_loading_info else model
+
+    def max_sequence_length(self) -> int | None:
+        """The longest input the student's position embeddings cover; None for a student without the field.
+        RoBERTa-style embeddings start counting positions after the padding index, so they cover fewer tokens."""
+        limit = getattr(self.config.student_config, "max_position_embeddings", None)
+        padding_idx = getattr(getattr(self.student.base_model, "embeddings", None), "padding_idx", None)
+        if limit is not None and padding_idx is not None:
+            limit -= padding_idx + 1
+        return limit
 
     def train(self, mode: bool = True):
         # The teacher gives fixed targets: never dropout (the reference code left it in train mode).
@@ -230,6 +308,14 @@ class TaclForPreTraining(PreTrainedModel):
             anchors and input_ids elsewhere, so the output of any MLM collator works.
         next_sentence_label: 0 when segment B follows A, 1 when B is random (needed when `config.use_nsp`).
         """
+        limit = self.max_sequence_length()
+        if limit is not None and input_ids.shape[1] > limit:
+            raise ValueError(
+                f"Sequence length {input_ids.shape[1]} exceeds the {self.config.student_config.model_type} student's "
+                f"position table (max_position_embeddings={self.config.student_config.max_position_embeddings}: at most "
+                f"{limit} tokens); truncate the input (build_sentence_pairs(..., max_length={limit}) or "
+                f"tokenizer(..., truncation=True, max_length={limit}))."
+            )
         encoder_inputs = {"attention_mask": attention_mask}
         if token_type_ids is not None:  # only BERT-style encoders take segment ids
             encoder_inputs["token_type_ids"] = token_type_ids
