@@ -42,10 +42,23 @@ class PretrainResult:
 
 def card_writer(recipe, args: PretrainArguments, training_args: TrainingArguments):
     """(output_dir, TrainerState) -> README.md, for the final save and for every Hub push."""
+    sequences_per_step = training_args.train_batch_size * training_args.world_size * training_args.gradient_accumulation_steps
     return partial(
         write_model_card, recipe=recipe, args=args, model_id=training_args.hub_model_id,
-        tokens_per_step=training_args.train_batch_size * args.block_size,
+        tokens_per_step=sequences_per_step * args.block_size,
     )
+
+
+def shared_tokenizer(recipe, args: PretrainArguments, training_args: TrainingArguments, documents):
+    """One tokenizer for every rank. Training one is not reproducible (tokenizers' WordPiece trainer breaks
+    frequency ties in hash order), so under DDP the main process trains it and the others read its copy."""
+    if args.tokenizer_name is not None or args.init is not None or training_args.world_size == 1:
+        return recipe.build_tokenizer(args, documents)
+    folder = Path(training_args.output_dir) / "tokenizer"
+    with training_args.main_process_first(local=False, desc="training the tokenizer"):
+        if training_args.process_index == 0:
+            recipe.build_tokenizer(args, documents).save_pretrained(folder)
+        return recipe.build_tokenizer(replace(args, tokenizer_name=str(folder)), documents)
 
 
 def build_trainer(args: PretrainArguments, training_args: TrainingArguments, resume_from_checkpoint: str | None = None) -> Trainer:
@@ -64,7 +77,7 @@ def build_trainer(args: PretrainArguments, training_args: TrainingArguments, res
     documents = load_documents(args.corpus, dataset_config=args.dataset_config, text_column=args.text_column, streaming=args.streaming)
     if args.max_documents is not None:
         documents = documents.take(args.max_documents)
-    tokenizer = recipe.build_tokenizer(args, documents)
+    tokenizer = shared_tokenizer(recipe, args, training_args, documents)
     model = recipe.build_model(args, tokenizer)
     check_mask_token(model, tokenizer)
     collator = recipe.build_collator(args, tokenizer)
@@ -92,13 +105,16 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
     trainer.train(resume_from_checkpoint=checkpoint)
     trainer.save_model()
     output_dir = Path(training_args.output_dir)
-    log_history = trainer.state.log_history
-    (output_dir / "log_history.json").write_text(json.dumps(log_history, indent=1))
-    plot_loss_curves({args.method: log_history}, output_dir / "loss_curve.png")
-    card_writer(recipe, args, training_args)(output_dir, trainer.state)
-    if training_args.push_to_hub:
-        push_output_dir(trainer)
-    return PretrainResult(trainer, output_dir, recipe.export_encoder(trainer, output_dir))
+    encoder_dir = output_dir
+    if trainer.is_world_process_zero():  # under DDP every rank gets here; one writes
+        log_history = trainer.state.log_history
+        (output_dir / "log_history.json").write_text(json.dumps(log_history, indent=1))
+        plot_loss_curves({args.method: log_history}, output_dir / "loss_curve.png")
+        card_writer(recipe, args, training_args)(output_dir, trainer.state)
+        if training_args.push_to_hub:
+            push_output_dir(trainer)
+        encoder_dir = recipe.export_encoder(trainer, output_dir)
+    return PretrainResult(trainer, output_dir, encoder_dir)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import transformers
 from torch import nn
-from transformers import AutoConfig, AutoModelForCausalLM, EuroBertConfig, PreTrainedConfig, PreTrainedModel
+from transformers import AutoConfig, AutoModelForCausalLM, EuroBertConfig, PreTrainedModel
 from transformers.modeling_outputs import (
     BaseModelOutputWithPast,
     CausalLMOutput,
@@ -39,6 +39,7 @@ from transformers.models.llama.modeling_llama import (
 from transformers.utils import logging
 
 from .configuration_biphasic import OBJECTIVES, BiphasicConfig
+from .strict_loading import StrictLoadingMixin
 
 logger = logging.get_logger(__name__)
 
@@ -53,82 +54,25 @@ LLAMA_FIELDS = (
 )
 
 
-def checkpoint_model_type(checkpoint, load_kwargs: dict) -> str | None:
-    """The `model_type` in a checkpoint's config.json, read before any weight; None where there is nothing to read
-    (no path, no config.json: `from_pretrained` then reports what is missing in its own words)."""
-    if checkpoint is None:
-        return None
-    hub_names = ("cache_dir", "force_download", "local_files_only", "token", "revision", "subfolder")
-    hub_kwargs = {name: load_kwargs[name] for name in hub_names if name in load_kwargs}
-    try:
-        config_dict, _ = PreTrainedConfig.get_config_dict(checkpoint, **hub_kwargs)
-    except (OSError, ValueError):
-        return None
-    return config_dict.get("model_type")
-
-
-def unreadable_weights_error(checkpoint, load_kwargs: dict, error: Exception) -> ValueError:
-    """safetensors' bare "Error while deserializing header" as an error naming the file and the fix."""
-    folder = Path(str(checkpoint), load_kwargs.get("subfolder") or "")
-    files = sorted(str(path) for path in folder.glob("*.safetensors")) if folder.is_dir() else []
-    where = " or ".join(files) if files else f"the weights of {str(checkpoint)!r}"
-    return ValueError(
-        f"Cannot read {where} ({type(error).__name__}: {error}): the weights file is corrupt or truncated (an "
-        "interrupted download or save, or not a safetensors file); re-download or re-save the checkpoint."
-    )
-
-
-class BiphasicPreTrainedModel(LlamaPreTrainedModel):
+class BiphasicPreTrainedModel(StrictLoadingMixin, LlamaPreTrainedModel):
     config_class = BiphasicConfig
     base_model_prefix = "model"
-    # Parameter-name prefixes a task head adds on top of the encoder; only these may be missing on load.
-    _new_head_prefixes: tuple[str, ...] = ()
+    family_description = "a biphasic one"
     # The transformers class `to_eurobert` exports to, where the export is exact.
     eurobert_class: str | None = None
 
     @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        """`PreTrainedModel.from_pretrained`, but a missing, unexpected or mis-shaped weight is an error.
+    def foreign_checkpoint_fix(cls, model_type: str) -> str:
+        if model_type in CONVERTIBLE_CAUSAL_LMS:
+            return "convert it with BiphasicEncoderForPreTraining.from_causal_lm (or `hf-encoders convert --from-causal-lm`)"
+        return super().foreign_checkpoint_fix(model_type)
 
-        The only tolerated differences are the LM head (dropped by task heads) and a task head's own fresh
-        parameters: a misnamed key never silently trains from random weights.
-        """
-        want_loading_info = kwargs.pop("output_loading_info", False)
-        checkpoint = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        found = checkpoint_model_type(checkpoint, kwargs)
-        if found is not None and found != cls.config_class.model_type:
-            if found in CONVERTIBLE_CAUSAL_LMS:
-                fix = "convert it with BiphasicEncoderForPreTraining.from_causal_lm (or `hf-encoders convert --from-causal-lm`)"
-            else:
-                fix = "load it with its own family's class (the Auto classes read config.json)"
-            raise ValueError(
-                f"{str(checkpoint)!r} holds a {found!r} model, not a biphasic one (model_type 'biphasic'), so its "
-                f"weights cannot fill {cls.__name__}: {fix}."
-            )
-        # Transformers raises a bare RuntimeError on shape mismatches; collect them to report with the rest,
-        # unless the caller explicitly accepts re-initialising mis-shaped weights (e.g. a new label count).
-        tolerate_mismatch = kwargs.pop("ignore_mismatched_sizes", False)
-        try:
-            model, info = super().from_pretrained(*args, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
-        except Exception as error:
-            if type(error).__name__ != "SafetensorError":
-                raise
-            raise unreadable_weights_error(checkpoint, kwargs, error) from error
-        problems = {
-            "missing": [key for key in info["missing_keys"] if not key.startswith(cls._new_head_prefixes)],
-            "unexpected": list(info["unexpected_keys"]),
-            "mis-shaped": [] if tolerate_mismatch else [
-                f"{key}: checkpoint {tuple(saved)} vs model {tuple(built)}" for key, saved, built in info["mismatched_keys"]
-            ],
-        }
-        if any(problems.values()):
-            details = "; ".join(f"{kind}: {sorted(keys)[:8]}" for kind, keys in problems.items() if keys)
-            raise ValueError(
-                f"The checkpoint {str(checkpoint)!r} does not fit {cls.__name__} ({details}). Check that it is a "
-                "biphasic checkpoint saved with the same configuration, and load it without overriding its sizes; "
-                "convert a Llama-family causal LM with BiphasicEncoderForPreTraining.from_causal_lm instead."
-            )
-        return (model, info) if want_loading_info else model
+    @classmethod
+    def misfit_fix(cls) -> str:
+        return (
+            f"{super().misfit_fix()} A Llama-family causal LM is converted with "
+            "BiphasicEncoderForPreTraining.from_causal_lm instead."
+        )
 
     def to_eurobert(self) -> PreTrainedModel:
         """The same network as transformers' native EuroBERT class (no remote code needed to load it), with equal

@@ -12,11 +12,10 @@ transformers and its siblings (see hf_encoders/registration.py).
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import PreTrainedConfig, PreTrainedModel
+from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
@@ -30,31 +29,7 @@ from transformers.modeling_outputs import (
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .configuration_mae_lm import MaeLmConfig
-
-
-def checkpoint_model_type(checkpoint, load_kwargs: dict) -> str | None:
-    """The `model_type` in a checkpoint's config.json, read before any weight; None where there is nothing to read
-    (no path, no config.json: `from_pretrained` then reports what is missing in its own words)."""
-    if checkpoint is None:
-        return None
-    hub_names = ("cache_dir", "force_download", "local_files_only", "token", "revision", "subfolder")
-    hub_kwargs = {name: load_kwargs[name] for name in hub_names if name in load_kwargs}
-    try:
-        config_dict, _ = PreTrainedConfig.get_config_dict(checkpoint, **hub_kwargs)
-    except (OSError, ValueError):
-        return None
-    return config_dict.get("model_type")
-
-
-def unreadable_weights_error(checkpoint, load_kwargs: dict, error: Exception) -> ValueError:
-    """safetensors' bare "Error while deserializing header" as an error naming the file and the fix."""
-    folder = Path(str(checkpoint), load_kwargs.get("subfolder") or "")
-    files = sorted(str(path) for path in folder.glob("*.safetensors")) if folder.is_dir() else []
-    where = " or ".join(files) if files else f"the weights of {str(checkpoint)!r}"
-    return ValueError(
-        f"Cannot read {where} ({type(error).__name__}: {error}): the weights file is corrupt or truncated (an "
-        "interrupted download or save, or not a safetensors file); re-download or re-save the checkpoint."
-    )
+from .strict_loading import StrictLoadingMixin
 
 
 def relative_position_bucket(relative_position: torch.Tensor, num_buckets: int, max_distance: int) -> torch.Tensor:
@@ -164,7 +139,7 @@ class MaeLmEmbeddings(nn.Module):
         return self.dropout(self.layer_norm(inputs_embeds + self.position_embeddings(position_ids)))
 
 
-class MaeLmPreTrainedModel(PreTrainedModel):
+class MaeLmPreTrainedModel(StrictLoadingMixin, PreTrainedModel):
     config_class = MaeLmConfig
     base_model_prefix = "mae_lm"
     supports_gradient_checkpointing = True
@@ -176,50 +151,14 @@ class MaeLmPreTrainedModel(PreTrainedModel):
     _supports_attention_backend = False
     # Fine-tuning drops the pre-training decoder and LM head: the only weights a task model may leave unread.
     _keys_to_ignore_on_load_unexpected = [r"^decoder\.", r"^lm_head\."]
-    # Parameter-name prefixes a task head adds on top of the encoder; only these may be missing on load.
-    _new_head_prefixes: tuple[str, ...] = ()
+    family_description = "an MAE-LM one"
 
     @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        """`PreTrainedModel.from_pretrained`, but a missing, unexpected or mis-shaped weight is an error.
-
-        The reference code loads with `strict=False` and silently trains from random weights when a key is
-        misnamed; here the only tolerated differences are the pre-training decoder and LM head (dropped by
-        task heads) and the task head's own fresh parameters.
-        """
-        want_loading_info = kwargs.pop("output_loading_info", False)
-        checkpoint = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        found = checkpoint_model_type(checkpoint, kwargs)
-        if found is not None and found != cls.config_class.model_type:
-            raise ValueError(
-                f"{str(checkpoint)!r} holds a {found!r} model, not an MAE-LM one (model_type 'mae_lm'), so its weights "
-                f"cannot fill {cls.__name__}. Load it with its own family's class (the Auto classes read config.json)."
-            )
-        # Transformers raises a bare RuntimeError on shape mismatches; collect them to report with the rest,
-        # unless the caller explicitly accepts re-initialising mis-shaped weights (e.g. a new label count).
-        tolerate_mismatch = kwargs.pop("ignore_mismatched_sizes", False)
-        try:
-            model, info = super().from_pretrained(*args, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
-        except Exception as error:
-            if type(error).__name__ != "SafetensorError":
-                raise
-            raise unreadable_weights_error(checkpoint, kwargs, error) from error
-        problems = {
-            "missing": [key for key in info["missing_keys"] if not key.startswith(cls._new_head_prefixes)],
-            "unexpected": list(info["unexpected_keys"]),
-            "mis-shaped": [] if tolerate_mismatch else [
-                f"{key}: checkpoint {tuple(saved)} vs model {tuple(built)}" for key, saved, built in info["mismatched_keys"]
-            ],
-        }
-        if any(problems.values()):
-            details = "; ".join(f"{kind}: {sorted(keys)[:8]}" for kind, keys in problems.items() if keys)
-            raise ValueError(
-                f"The checkpoint {str(checkpoint)!r} does not fit {cls.__name__} ({details}). Check that it is an MAE-LM "
-                "checkpoint saved with the same configuration (sizes, vocabulary, decoder depth), and load it without "
-                "overriding those sizes."
-            )
-        return (model, info) if want_loading_info else model
-
+    def misfit_fix(cls) -> str:
+        return (
+            "Check that it is an MAE-LM checkpoint saved with the same configuration (sizes, vocabulary, decoder "
+            "depth), and load it without overriding those sizes."
+        )
 
 class MaeLmModel(MaeLmPreTrainedModel):
     """The MAE-LM encoder: post-LN layers sharing ONE bucketed relative position bias, computed once per forward

@@ -17,38 +17,14 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForPreTraining, PreTrainedConfig, PreTrainedModel
+from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForPreTraining, PreTrainedModel
 from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
 from transformers.utils import ModelOutput, logging
 
 from .configuration_tacl import TaclConfig
+from .strict_loading import StrictLoadingMixin
 
 logger = logging.get_logger(__name__)
-
-
-def checkpoint_model_type(checkpoint, load_kwargs: dict) -> str | None:
-    """The `model_type` in a checkpoint's config.json, read before any weight; None where there is nothing to read
-    (no path, no config.json: `from_pretrained` then reports what is missing in its own words)."""
-    if checkpoint is None:
-        return None
-    hub_names = ("cache_dir", "force_download", "local_files_only", "token", "revision", "subfolder")
-    hub_kwargs = {name: load_kwargs[name] for name in hub_names if name in load_kwargs}
-    try:
-        config_dict, _ = PreTrainedConfig.get_config_dict(checkpoint, **hub_kwargs)
-    except (OSError, ValueError):
-        return None
-    return config_dict.get("model_type")
-
-
-def unreadable_weights_error(checkpoint, load_kwargs: dict, error: Exception) -> ValueError:
-    """safetensors' bare "Error while deserializing header" as an error naming the file and the fix."""
-    folder = Path(str(checkpoint), load_kwargs.get("subfolder") or "")
-    files = sorted(str(path) for path in folder.glob("*.safetensors")) if folder.is_dir() else []
-    where = " or ".join(files) if files else f"the weights of {str(checkpoint)!r}"
-    return ValueError(
-        f"Cannot read {where} ({type(error).__name__}: {error}): the weights file is corrupt or truncated (an "
-        "interrupted download or save, or not a safetensors file); re-download or re-save the checkpoint."
-    )
 
 
 def token_contrastive_loss(
@@ -121,7 +97,7 @@ def mlm_head_layout(student: PreTrainedModel) -> str:
     )
 
 
-class TaclForPreTraining(PreTrainedModel):
+class TaclForPreTraining(StrictLoadingMixin, PreTrainedModel):
     """Student + frozen teacher. Pass `student` to wrap an already loaded model (what `from_encoder` does);
     otherwise both are built from `config.student_config` (and filled by `from_pretrained`)."""
 
@@ -134,6 +110,27 @@ class TaclForPreTraining(PreTrainedModel):
     # The loss is a sum of per-batch means (anchors for TaCL and MLM, sequences for NSP), so Trainer must not
     # pass `num_items_in_batch`; it then divides the loss by the gradient-accumulation steps itself.
     accepts_loss_kwargs = False
+    family_description = "a TaCL training state"
+    # A re-initialised teacher is never acceptable, so `ignore_mismatched_sizes` does not apply.
+    _allow_ignore_mismatched_sizes = False
+
+    @classmethod
+    def foreign_checkpoint_fix(cls, model_type: str) -> str:
+        return (
+            "to start TaCL from an encoder checkpoint use TaclForPreTraining.from_encoder; a checkpoint of another "
+            "family loads with its own class (the Auto classes read config.json)"
+        )
+
+    @classmethod
+    def misfit_fix(cls) -> str:
+        return (
+            "Check that it is a TaCL checkpoint and load it with the same configuration it was saved with. To start "
+            "TaCL from a plain encoder checkpoint use TaclForPreTraining.from_encoder."
+        )
+
+    def after_strict_load(self) -> None:
+        # Loading replaces the parameters, and the new ones require gradients again.
+        self.teacher.requires_grad_(False)
 
     def __init__(self, config: TaclConfig, student: PreTrainedModel | None = None):
         super().__init__(config)
@@ -206,46 +203,6 @@ class TaclForPreTraining(PreTrainedModel):
                 "these freshly initialised head weights from scratch, so the MLM (and NSP) loss starts at chance level."
             )
         return cls(config, student=student)
-
-    @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        """`PreTrainedModel.from_pretrained` for a saved TaCL state (student + teacher), strict: a missing,
-        unexpected or mis-shaped weight is an error, never a silently re-initialised teacher."""
-        want_loading_info = kwargs.pop("output_loading_info", False)
-        checkpoint = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        found = checkpoint_model_type(checkpoint, kwargs)
-        if found is not None and found != cls.config_class.model_type:
-            raise ValueError(
-                f"{str(checkpoint)!r} holds a {found!r} model, not a TaCL training state (model_type 'tacl'). To start "
-                "TaCL from an encoder checkpoint use TaclForPreTraining.from_encoder; a checkpoint of another family "
-                "loads with its own class (the Auto classes read config.json)."
-            )
-        # Transformers raises a bare RuntimeError on shape mismatches: collect them to report with the rest (always:
-        # a re-initialised teacher is never acceptable, so `ignore_mismatched_sizes` changes nothing here).
-        kwargs.pop("ignore_mismatched_sizes", None)
-        try:
-            model, info = super().from_pretrained(*args, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
-        except Exception as error:
-            if type(error).__name__ != "SafetensorError":
-                raise
-            raise unreadable_weights_error(checkpoint, kwargs, error) from error
-        problems = {
-            "missing": list(info["missing_keys"]),
-            "unexpected": list(info["unexpected_keys"]),
-            "mis-shaped": [
-                f"{key}: checkpoint {tuple(saved)} vs model {tuple(built)}" for key, saved, built in info["mismatched_keys"]
-            ],
-        }
-        if any(problems.values()):
-            details = "; ".join(f"{kind}: {sorted(keys)[:8]}" for kind, keys in problems.items() if keys)
-            raise ValueError(
-                f"The checkpoint {str(checkpoint)!r} does not fit TaclForPreTraining ({details}). Check that it is a TaCL "
-                "checkpoint and load it with the same configuration it was saved with. To start TaCL from a plain encoder "
-                "checkpoint use TaclForPreTraining.from_encoder."
-            )
-        # Loading replaces the parameters, and the new ones require gradients again.
-        model.teacher.requires_grad_(False)
-        return (model, info) if want_loading_info else model
 
     def max_sequence_length(self) -> int | None:
         """The longest input the student's position embeddings cover; None for a student without the field.

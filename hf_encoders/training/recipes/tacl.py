@@ -8,6 +8,7 @@ a plain checkpoint of the encoder's own type.
 import shutil
 from pathlib import Path
 
+import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, TrainerCallback
 
 from ...data.sentence_pairs import build_sentence_pairs
@@ -30,6 +31,11 @@ class TaclLossLoggingCallback(TrainerCallback):
         if logs is None or "loss" not in logs or not hasattr(model, "pop_loss_terms"):
             return
         terms = model.pop_loss_terms()
+        if terms and torch.distributed.is_available() and torch.distributed.is_initialized():
+            # `loss` is already the mean over ranks; average the terms alike so that they still add up to it.
+            values = torch.tensor(list(terms.values()), device=next(model.parameters()).device)
+            torch.distributed.all_reduce(values)
+            terms = dict(zip(terms, (values / torch.distributed.get_world_size()).tolist()))
         logs.update(terms)
         state.log_history[-1].update(terms)
 

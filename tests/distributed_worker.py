@@ -1,0 +1,203 @@
+"""What `torchrun` runs for tests/test_distributed.py: each method's real `build_trainer` Trainer, trained under DDP.
+
+    python -m torch.distributed.run --standalone --nproc_per_node 2 tests/distributed_worker.py \
+        --init BERT_FOLDER --output_dir DIR --methods mlm,mae-lm,tacl,biphasic
+
+All methods run one after another in the same processes, so the interpreter and process-group start-up is paid
+once. For each method every rank writes `DIR/<method>/rank<R>.pt` (its final state_dict) and `rank<R>.json`
+(every forward's step, objective and input digest, the logged losses, and what DDP registered for gradients).
+Before training, every rank also builds an `mlm` Trainer with a tokenizer trained on the spot and writes that
+tokenizer's vocabulary digest to `DIR/tokenizer/rank<R>.json`; at the end every rank runs the CLI entry point
+`hf-encoders pretrain --method tacl` and writes which post-training writers it called to `DIR/cli/rank<R>.json`.
+
+The helpers are imported by the test too, so the single-process reference runs are set up identically.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import traceback
+from pathlib import Path
+
+import torch
+from transformers import TrainerCallback, TrainingArguments
+
+from hf_encoders.training import pretrain as pretrain_module
+from hf_encoders.training.arguments import PretrainArguments
+from hf_encoders.training.pretrain import build_trainer
+from hf_encoders.training.recipes.tacl import TaclRecipe
+
+METHODS = ("mlm", "mae-lm", "tacl", "biphasic")
+MAX_STEPS = 4
+PHASES = "clm:0.5,mlm:0.5"  # biphasic switches to MLM at step 2 of 4
+# No dropout anywhere: the single-process reference draws its dropout masks in a different order than two ranks
+# started from one seed, so with dropout the runs could only agree statistically.
+NO_DROPOUT = "hidden_dropout_prob=0.0,attention_probs_dropout_prob=0.0"  # BERT (mlm) and MAE-LM field names
+
+
+def method_arguments(method: str, init: str, **overrides) -> PretrainArguments:
+    """A tiny run of `method` (the approach of tests/test_resume.py): TaCL continues the BERT at `init`, the others
+    build a one-layer model from scratch with the tokenizer saved in `init` (one tokenizer for every process)."""
+    extra = {"init": init} if method == "tacl" else {"tokenizer_name": init, "config_overrides": "num_hidden_layers=1"}
+    if method in ("mlm", "mae-lm"):
+        extra["config_overrides"] += f",{NO_DROPOUT}"
+    if method == "biphasic":
+        extra["phases"] = PHASES  # Llama attention_dropout is 0.0 by default
+    return PretrainArguments(method=method, max_documents=40, vocab_size=300, block_size=32, **{**extra, **overrides})
+
+
+def training_arguments(output_dir, per_device: int = 2, accumulation: int = 1, **overrides) -> TrainingArguments:
+    """Under torchrun add ddp_backend="gloo" (accelerate would take MPI on a torch built with it); in a single
+    process leave it out: there a backend makes accelerate look for a process group that does not exist."""
+    return TrainingArguments(
+        output_dir=str(output_dir), max_steps=MAX_STEPS, logging_steps=1, save_strategy="no",
+        per_device_train_batch_size=per_device, gradient_accumulation_steps=accumulation,
+        learning_rate=1e-3, report_to="none", use_cpu=True, seed=0, dataloader_pin_memory=False, disable_tqdm=True,
+        **overrides,
+    )
+
+
+def digest(tensors: dict) -> str:
+    """sha256 over (name, dtype, shape, bytes) of every tensor, in name order."""
+    sha = hashlib.sha256()
+    for name in sorted(tensors):
+        value = tensors[name]
+        if isinstance(value, torch.Tensor):
+            value = value.detach().cpu().contiguous().reshape(-1)
+            sha.update(f"{name}:{value.dtype}:{tuple(value.shape)}".encode())
+            sha.update(value.view(torch.uint8).numpy().tobytes() if value.numel() else b"")
+    return sha.hexdigest()
+
+
+class ForwardRecorder(TrainerCallback):
+    """Records every training forward of the (unwrapped) model: the optimizer step it belongs to, the objective
+    a biphasic model ran with and a digest of everything fed to it (the data and the masks the collator drew)."""
+
+    def __init__(self, trainer):
+        self.step, self.forwards = 0, []
+        trainer.model.register_forward_pre_hook(self.before_forward, with_kwargs=True)
+        trainer.add_callback(self)
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.step = state.global_step + 1
+
+    def before_forward(self, model, positional, inputs):
+        if model.training:
+            objective = getattr(model.config, "objective", None)
+            self.forwards.append({"step": self.step, "objective": objective, "inputs": digest(inputs)})
+
+
+def logged_losses(trainer) -> dict[int, float]:
+    return {entry["step"]: entry["loss"] for entry in trainer.state.log_history if "loss" in entry}
+
+
+def final_state(model) -> dict[str, torch.Tensor]:
+    # Cloned: tied weights share storage, and the files must stand alone.
+    return {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+
+
+def ddp_registration(trainer) -> dict:
+    """What DistributedDataParallel put in its gradient reducer, against the model's own parameters."""
+    wrapped = trainer.model_wrapped
+    model = trainer.model
+    trainable = [p for p in model.parameters() if p.requires_grad]  # parameters() already de-duplicates tied weights
+    frozen = [p for p in model.parameters() if not p.requires_grad]
+    info = {
+        "wrapper": type(wrapped).__name__,
+        "trainable_tensors": len(trainable),
+        "trainable_bytes": sum(p.numel() * p.element_size() for p in trainable),
+        "frozen_tensors": len(frozen),
+        "frozen_bytes": sum(p.numel() * p.element_size() for p in frozen),
+    }
+    if isinstance(wrapped, torch.nn.parallel.DistributedDataParallel):
+        logging_data = wrapped._get_ddp_logging_data()
+        info["reducer_tensors"] = logging_data["num_parameter_tensors"]
+        info["reducer_bytes"] = logging_data["total_parameter_size_bytes"]
+        info["find_unused_parameters"] = bool(logging_data.get("find_unused_parameters"))
+    if hasattr(model, "teacher"):
+        teacher = list(model.teacher.parameters())
+        info["teacher_requires_grad"] = any(p.requires_grad for p in teacher)
+        info["teacher_has_grad"] = any(p.grad is not None for p in teacher)
+        info["teacher_in_optimizer"] = any(
+            id(p) in {id(q) for group in trainer.optimizer.param_groups for q in group["params"]} for p in teacher
+        )
+    return info
+
+
+def train_one(method: str, init: str, output_dir: Path, rank: int) -> None:
+    folder = output_dir / method
+    trainer = build_trainer(method_arguments(method, init), training_arguments(folder, ddp_backend="gloo"))
+    recorder = ForwardRecorder(trainer)
+    trainer.train()
+    torch.save(final_state(trainer.model), folder / f"rank{rank}.pt")
+    record = {
+        "world_size": trainer.args.world_size,
+        "process_index": trainer.args.process_index,
+        "backend": torch.distributed.get_backend() if torch.distributed.is_initialized() else None,
+        "forwards": recorder.forwards,
+        "losses": logged_losses(trainer),
+        "log_history": [entry for entry in trainer.state.log_history if "loss" in entry],
+        "ddp": ddp_registration(trainer),
+    }
+    (folder / f"rank{rank}.json").write_text(json.dumps(record, indent=1))
+
+
+def tokenizer_on_the_spot(init: str, output_dir: Path, rank: int) -> None:
+    """`hf-encoders pretrain` without --tokenizer_name: every rank builds the Trainer, tokenizer included."""
+    trainer = build_trainer(
+        method_arguments("mlm", init, tokenizer_name=None),
+        training_arguments(output_dir / "tokenizer", ddp_backend="gloo"),
+    )
+    vocab = sorted(trainer.processing_class.get_vocab().items())
+    record = {"size": len(vocab), "vocab": hashlib.sha256(json.dumps(vocab).encode()).hexdigest()}
+    (output_dir / "tokenizer" / f"rank{rank}.json").write_text(json.dumps(record))
+
+
+def cli_pretrain(init: str, output_dir: Path, rank: int) -> None:
+    """`hf-encoders pretrain --method tacl` (the CLI entry point, whole) on every rank, recording which ranks write
+    the files `pretrain()` adds after `trainer.save_model()`: the loss curve, the model card, the exported student.
+    Runs last: its writes follow every collective, so a rank failing there cannot leave the other one waiting."""
+    calls = []
+
+    def recorded(name, function):
+        def wrapper(*args, **kwargs):
+            calls.append(name)
+            return function(*args, **kwargs)
+        return wrapper
+
+    pretrain_module.plot_loss_curves = recorded("loss_curve", pretrain_module.plot_loss_curves)
+    pretrain_module.write_model_card = recorded("model_card", pretrain_module.write_model_card)
+    TaclRecipe.export_encoder = recorded("export_student", TaclRecipe.export_encoder)
+    argv = [
+        "--method", "tacl", "--init", init, "--max_documents", "40", "--block_size", "32",
+        "--output_dir", str(output_dir / "cli" / "run"), "--max_steps", "2", "--per_device_train_batch_size", "2",
+        "--save_strategy", "no", "--report_to", "none", "--use_cpu", "--ddp_backend", "gloo", "--disable_tqdm", "true",
+    ]
+    try:
+        pretrain_module.main(argv)
+        error = None
+    except Exception:
+        error = traceback.format_exc()
+    (output_dir / "cli" / f"rank{rank}.json").write_text(json.dumps({"calls": calls, "error": error}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--init", required=True, help="folder with the tiny BERT (and its tokenizer)")
+    parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--methods", default=",".join(METHODS))
+    options = parser.parse_args()
+    rank = int(os.environ.get("RANK", 0))
+    output_dir = Path(options.output_dir)
+    for method in ["tokenizer", "cli", *options.methods.split(",")]:
+        (output_dir / method).mkdir(parents=True, exist_ok=True)
+    tokenizer_on_the_spot(options.init, output_dir, rank)
+    for method in options.methods.split(","):
+        train_one(method, options.init, output_dir, rank)
+        print(f"rank {rank}: {method} done", flush=True)
+    cli_pretrain(options.init, output_dir, rank)
+
+
+if __name__ == "__main__":
+    main()
