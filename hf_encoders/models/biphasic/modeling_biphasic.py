@@ -25,9 +25,7 @@ from transformers.modeling_outputs import (
     BaseModelOutputWithPast,
     CausalLMOutput,
     MaskedLMOutput,
-    QuestionAnsweringModelOutput,
     SequenceClassifierOutput,
-    TokenClassifierOutput,
 )
 from transformers.models.llama.modeling_llama import (
     LlamaDecoderLayer,
@@ -40,6 +38,7 @@ from transformers.utils import logging
 
 from .configuration_biphasic import OBJECTIVES, BiphasicConfig
 from .strict_loading import StrictLoadingMixin
+from .task_heads import QuestionAnsweringMixin, TokenClassificationMixin
 
 logger = logging.get_logger(__name__)
 
@@ -373,7 +372,7 @@ class BiphasicEncoderForSequenceClassification(BiphasicPreTrainedModel):
         return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
 
 
-class BiphasicEncoderForTokenClassification(BiphasicPreTrainedModel):
+class BiphasicEncoderForTokenClassification(TokenClassificationMixin, BiphasicPreTrainedModel):
     _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
     _new_head_prefixes = ("classifier.",)
     eurobert_class = "EuroBertForTokenClassification"
@@ -381,17 +380,12 @@ class BiphasicEncoderForTokenClassification(BiphasicPreTrainedModel):
     def __init__(self, config: BiphasicConfig):
         super().__init__(config)
         self.model = BiphasicEncoder(config)
+        self.dropout = nn.Identity()  # as EuroBERT's token classifier, which the export must equal
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None, labels=None, token_type_ids=None, **kwargs):
-        outputs = self.model(input_ids, attention_mask, position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs)
-        logits = self.classifier(outputs.last_hidden_state)
-        loss = self.loss_function(logits, labels, self.config) if labels is not None else None
-        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
 
-
-class BiphasicEncoderForQuestionAnswering(BiphasicPreTrainedModel):
+class BiphasicEncoderForQuestionAnswering(QuestionAnsweringMixin, BiphasicPreTrainedModel):
     _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
     _new_head_prefixes = ("qa_outputs.",)
 
@@ -400,20 +394,6 @@ class BiphasicEncoderForQuestionAnswering(BiphasicPreTrainedModel):
         self.model = BiphasicEncoder(config)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
-
-    def forward(
-        self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None, start_positions=None,
-        end_positions=None, token_type_ids=None, **kwargs,
-    ):
-        outputs = self.model(input_ids, attention_mask, position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs)
-        start_logits, end_logits = (t.squeeze(-1).contiguous() for t in self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1))
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            loss = self.loss_function(start_logits, end_logits, start_positions, end_positions)
-        return QuestionAnsweringModelOutput(
-            loss=loss, start_logits=start_logits, end_logits=end_logits,
-            hidden_states=outputs.hidden_states, attentions=outputs.attentions,
-        )
 
 
 __all__ = [

@@ -22,14 +22,13 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
     MaskedLMOutput,
-    QuestionAnsweringModelOutput,
     SequenceClassifierOutput,
-    TokenClassifierOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .configuration_mae_lm import MaeLmConfig
 from .strict_loading import StrictLoadingMixin
+from .task_heads import QuestionAnsweringMixin, TokenClassificationMixin
 
 
 def relative_position_bucket(relative_position: torch.Tensor, num_buckets: int, max_distance: int) -> torch.Tensor:
@@ -406,7 +405,7 @@ class MaeLmForSequenceClassification(MaeLmPreTrainedModel):
         return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
 
 
-class MaeLmForTokenClassification(MaeLmPreTrainedModel):
+class MaeLmForTokenClassification(TokenClassificationMixin, MaeLmPreTrainedModel):
     _new_head_prefixes = ("classifier.",)
 
     def __init__(self, config: MaeLmConfig):
@@ -417,14 +416,8 @@ class MaeLmForTokenClassification(MaeLmPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, inputs_embeds=None, labels=None, **kwargs):
-        outputs = self.mae_lm(input_ids, attention_mask, position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs)
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        loss = self.loss_function(logits, labels, self.config) if labels is not None else None
-        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
 
-
-class MaeLmForQuestionAnswering(MaeLmPreTrainedModel):
+class MaeLmForQuestionAnswering(QuestionAnsweringMixin, MaeLmPreTrainedModel):
     _new_head_prefixes = ("qa_outputs.",)
 
     def __init__(self, config: MaeLmConfig):
@@ -432,20 +425,6 @@ class MaeLmForQuestionAnswering(MaeLmPreTrainedModel):
         self.mae_lm = MaeLmModel(config)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
-
-    def forward(
-        self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
-        start_positions=None, end_positions=None, **kwargs,
-    ):
-        outputs = self.mae_lm(input_ids, attention_mask, position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs)
-        start_logits, end_logits = (t.squeeze(-1).contiguous() for t in self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1))
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            loss = self.loss_function(start_logits, end_logits, start_positions, end_positions)
-        return QuestionAnsweringModelOutput(
-            loss=loss, start_logits=start_logits, end_logits=end_logits,
-            hidden_states=outputs.hidden_states, attentions=outputs.attentions,
-        )
 
 
 __all__ = [
