@@ -16,7 +16,7 @@ from transformers import Trainer, TrainingArguments
 
 import transformers.trainer
 from hf_encoders import BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclForPreTraining
-from hf_encoders.cards import write_model_card
+from hf_encoders.training.cards import write_model_card
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.hub import CompleteUploadCallback
 from hf_encoders.training.recipes import get_recipe

@@ -12,7 +12,7 @@ from huggingface_hub import ModelCard
 from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer, BertConfig, BertForMaskedLM, TrainerState
 
 from hf_encoders import DataCollatorForTaCL, TaclForPreTraining
-from hf_encoders.cards import write_model_card
+from hf_encoders.training.cards import write_model_card
 from hf_encoders.data import documents_to_sentences, embedded_documents, train_wordpiece_tokenizer
 from hf_encoders.data.sentence_pairs import build_sentence_pairs
 from hf_encoders.training.arguments import PretrainArguments

@@ -12,10 +12,10 @@ from pathlib import Path
 import torch
 from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
-from ..cards import write_model_card
 from ..data.corpus import load_documents
 from ..data.reproducible_masking import MaskingEpochCallback
 from .arguments import PretrainArguments
+from .cards import write_model_card
 from .hub import CompleteUploadCallback, push_output_dir
 from .loss_curves import plot_loss_curves
 from .numerics import NonFiniteLossCallback

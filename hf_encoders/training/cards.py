@@ -5,9 +5,9 @@ from pathlib import Path
 from huggingface_hub import ModelCard, ModelCardData
 from transformers import TrainerState
 
-from .training.loss_curves import loss_series
+from .loss_curves import loss_series
 
-TEMPLATES = Path(__file__).parent / "model_cards"
+TEMPLATES = Path(__file__).parent.parent / "model_cards"
 
 
 def hub_reference(name: str | None) -> str | None:
