@@ -170,7 +170,8 @@ class TimedStep:
         self.model = model.to(settings.device).train()
         self.batch = {k: v.to(settings.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
         trainable = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(trainable, lr=1e-5)
+        # Fused, as Trainer's default optimizer (`adamw_torch_fused` from torch 2.8).
+        self.optimizer = torch.optim.AdamW(trainable, lr=1e-5, fused=True)
         self.dtype = getattr(torch, settings.dtype)
         self.device = settings.device
 
