@@ -33,11 +33,8 @@ from .training.hub import CompleteUploadCallback
 from .training.numerics import NonFiniteLossCallback
 from .training.phases import PhaseScheduleCallback
 
-for _config, _modeling in (
-    (MaeLmConfig, modeling_mae_lm),
-    (TaclConfig, modeling_tacl),
-    (BiphasicConfig, modeling_biphasic),
-):
-    register_family(_config, _modeling)
+register_family(MaeLmConfig, modeling_mae_lm)
+register_family(TaclConfig, modeling_tacl)
+register_family(BiphasicConfig, modeling_biphasic)
 
 __version__ = "0.1.0"

@@ -24,7 +24,6 @@ from .metrics import classification_metrics
 from .training.arguments import PretrainArguments
 from .training.loss_curves import plot_loss_curves
 from .training.pretrain import pretrain
-from .training.recipes import RECIPES
 
 # (label, method, extra PretrainArguments); TaCL continues from the baseline, as in the paper.
 RUNS = [

@@ -105,9 +105,12 @@ class MaeLmAttention(nn.Module):
 class MaeLmLayer(GradientCheckpointingLayer):
     """A post-LN BERT layer; the decoder builds it with its own width and no dropout."""
 
-    def __init__(self, config: MaeLmConfig, hidden_size: int, num_heads: int, intermediate_size: int, dropout: float):
+    def __init__(
+        self, config: MaeLmConfig, hidden_size: int, num_heads: int, intermediate_size: int, dropout: float,
+        attention_dropout: float,
+    ):
         super().__init__()
-        self.attention = MaeLmAttention(config, hidden_size, num_heads, dropout=config.attention_probs_dropout_prob * (dropout > 0))
+        self.attention = MaeLmAttention(config, hidden_size, num_heads, dropout=attention_dropout)
         self.attention_layer_norm = nn.LayerNorm(hidden_size, eps=config.layer_norm_eps)
         self.intermediate = nn.Linear(hidden_size, intermediate_size)
         self.activation = ACT2FN[config.hidden_act]
@@ -163,14 +166,16 @@ class MaeLmModel(MaeLmPreTrainedModel):
     """The MAE-LM encoder: post-LN layers sharing ONE bucketed relative position bias, computed once per forward
     from `position_ids` (so a compacted input keeps its original distances)."""
 
-    _can_record_outputs = None
 
     def __init__(self, config: MaeLmConfig):
         super().__init__(config)
         self.embeddings = MaeLmEmbeddings(config)
         self.relative_attention_bias = nn.Embedding(config.relative_attention_num_buckets, config.num_attention_heads)
         self.layers = nn.ModuleList(
-            MaeLmLayer(config, config.hidden_size, config.num_attention_heads, config.intermediate_size, config.hidden_dropout_prob)
+            MaeLmLayer(
+                config, config.hidden_size, config.num_attention_heads, config.intermediate_size,
+                dropout=config.hidden_dropout_prob, attention_dropout=config.attention_probs_dropout_prob,
+            )
             for _ in range(config.num_hidden_layers)
         )
         self.post_init()
@@ -245,7 +250,10 @@ class MaeLmDecoder(nn.Module):
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, width)
         self.layer_norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.layers = nn.ModuleList(
-            MaeLmLayer(config, width, config.decoder_num_attention_heads, config.decoder_intermediate_size, dropout=0.0)
+            MaeLmLayer(
+                config, width, config.decoder_num_attention_heads, config.decoder_intermediate_size,
+                dropout=0.0, attention_dropout=0.0,
+            )
             for _ in range(config.decoder_num_hidden_layers)
         )
 
