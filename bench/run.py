@@ -5,10 +5,13 @@
 
 One training step is forward + backward + AdamW step. Useful FLOPs are what the method needs (6·N·tokens for
 trained weights, 2·N·tokens for the TaCL teacher, attention's QK^T/AV, the vocabulary projection only where
-labels are), divided by the step time and by the machine's measured GEMM throughput in the same dtype. The models of a comparison are timed in alternation
-(interleaved repeats, median), so a machine that slows down mid-run slows both. Ratios below 1 mean ours is
-faster. Targets (from the issues): TaCL <= 0.85, MAE-LM <= 1.0 at 15% and <= 0.85 at 40%, biphasic MLM <= 0.8,
-biphasic CLM <= 1.0.
+labels are), divided by the step time and by the machine's measured GEMM throughput in the same dtype. The models
+of a comparison are timed in alternation (interleaved repeats; the ratio is the median of each pair's ratio), so a
+machine that slows down mid-run slows both. Ratios below 1 mean ours is faster. Targets (from the issues):
+TaCL <= 0.85, MAE-LM <= 1.0 at 15% and <= 0.85 at 40%, biphasic MLM <= 0.8, biphasic CLM <= 1.0.
+
+Memory: "saved for backward" is what autograd holds after the forward (activations, each storage once, weights
+excluded), measured through saved-tensor hooks on any device; peak GiB is the whole step's device peak (GPU only).
 """
 
 import argparse
@@ -180,13 +183,31 @@ class TimedStep:
         if self.device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         start = time.perf_counter()
-        with torch.autocast(self.device, dtype=self.dtype, enabled=self.dtype != torch.float32):
-            loss = self.model(**self.batch).loss
-        loss.backward()
+        self.loss().backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         synchronize(self.device)
         return time.perf_counter() - start
+
+    def loss(self) -> torch.Tensor:
+        with torch.autocast(self.device, dtype=self.dtype, enabled=self.dtype != torch.float32):
+            return self.model(**self.batch).loss
+
+    def saved_for_backward_mib(self) -> float:
+        """Memory autograd holds for backward after one forward (activations, each storage counted once; the
+        weights themselves excluded): the activation memory of a step, measured the same way on CPU and GPU."""
+        weights = {p.untyped_storage().data_ptr() for p in self.model.parameters()}
+        saved = {}
+
+        def pack(tensor: torch.Tensor) -> torch.Tensor:
+            storage = tensor.untyped_storage()
+            if storage.data_ptr() not in weights:
+                saved[storage.data_ptr()] = storage.nbytes()
+            return tensor
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            self.loss()  # the graph is dropped with the loss, unused
+        return sum(saved.values()) / 2**20
 
     def peak_memory_gib(self) -> float | None:
         """Peak device memory of the last step (GPU only: CPU allocations are not tracked by torch)."""
@@ -213,8 +234,20 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def run(comparison: Comparison, settings) -> tuple[float, float, float, float | None]:
-    """Median step seconds of ours and of the anchor, our useful FLOPs per step, our peak memory (GiB, GPU)."""
+@dataclass
+class Result:
+    ours_seconds: float  # medians
+    anchor_seconds: float
+    ratio: float  # median of ours / anchor over the interleaved pairs: robust to the machine's speed drifting
+    useful_flops: float  # ours, per step
+    ours_saved_mib: float  # held for backward after the forward
+    anchor_saved_mib: float
+    ours_peak_gib: float | None  # device memory of the whole step, GPU only
+    anchor_peak_gib: float | None
+
+
+def run(comparison: Comparison, settings) -> Result:
+    """Median step seconds of ours and of the anchor, timed alternately, and what each step holds in memory."""
     torch.manual_seed(0)
     ours = TimedStep(comparison.ours(), comparison.ours_batch(), settings)
     anchor = TimedStep(comparison.anchor(), comparison.anchor_batch(), settings)
@@ -223,10 +256,15 @@ def run(comparison: Comparison, settings) -> tuple[float, float, float, float | 
     ours_times, anchor_times = [], []
     for _ in range(settings.repeats):
         ours_times.append(ours())
-        memory = ours.peak_memory_gib()
+        ours_peak = ours.peak_memory_gib()
         anchor_times.append(anchor())
-    flops = comparison.useful_flops(ours.model, ours.batch)
-    return statistics.median(ours_times), statistics.median(anchor_times), flops, memory
+        anchor_peak = anchor.peak_memory_gib()
+    return Result(
+        statistics.median(ours_times), statistics.median(anchor_times),
+        statistics.median([mine / theirs for mine, theirs in zip(ours_times, anchor_times)]),
+        comparison.useful_flops(ours.model, ours.batch),
+        ours.saved_for_backward_mib(), anchor.saved_for_backward_mib(), ours_peak, anchor_peak,
+    )
 
 
 def main() -> None:
@@ -246,16 +284,20 @@ def main() -> None:
     print(f"{settings.layers} layers x {settings.hidden}, batch {settings.batch} x {settings.length}, {settings.device}, "
           f"{settings.dtype}, torch threads {torch.get_num_threads()}, median of {settings.repeats}; "
           f"measured GEMM peak {peak / 1e9:,.1f} GFLOP/s")
-    print("| comparison | ours s/step | anchor s/step | ours tokens/s | ratio | target | met | useful GFLOP/s | of GEMM peak | peak GiB |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| comparison | ours s/step | anchor s/step | ours tokens/s | ratio | target | met | useful GFLOP/s "
+          "| of GEMM peak | saved for backward MiB, ours / anchor | peak GiB, ours / anchor |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for comparison in comparisons(settings):
         if settings.only and settings.only not in comparison.name:
             continue
-        ours, anchor, flops, memory = run(comparison, settings)
-        ratio = ours / anchor
-        print(f"| {comparison.name} | {ours:.3f} | {anchor:.3f} | {tokens / ours:,.0f} | {ratio:.2f} | "
-              f"<= {comparison.target} | {'yes' if ratio <= comparison.target else 'NO'} | {flops / ours / 1e9:,.1f} | "
-              f"{flops / ours / peak:.2f} | {'-' if memory is None else f'{memory:.2f}'} |", flush=True)
+        result = run(comparison, settings)
+        ratio = result.ratio
+        useful = result.useful_flops / result.ours_seconds
+        peak_memory = "-" if result.ours_peak_gib is None else f"{result.ours_peak_gib:.2f} / {result.anchor_peak_gib:.2f}"
+        print(f"| {comparison.name} | {result.ours_seconds:.3f} | {result.anchor_seconds:.3f} | "
+              f"{tokens / result.ours_seconds:,.0f} | {ratio:.2f} | <= {comparison.target} | "
+              f"{'yes' if ratio <= comparison.target else 'NO'} | {useful / 1e9:,.1f} | {useful / peak:.2f} | "
+              f"{result.ours_saved_mib:,.0f} / {result.anchor_saved_mib:,.0f} | {peak_memory} |", flush=True)
 
 
 if __name__ == "__main__":

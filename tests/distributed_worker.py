@@ -1,6 +1,6 @@
 """What `torchrun` runs for tests/test_distributed.py: each method's real `build_trainer` Trainer, trained under DDP.
 
-    python -m torch.distributed.run --standalone --nproc_per_node 2 tests/distributed_worker.py \
+    python -m torch.distributed.run --standalone --nproc_per_node 2 --module tests.distributed_worker \
         --init BERT_FOLDER --output_dir DIR --methods mlm,mae-lm,tacl,biphasic
 
 All methods run one after another in the same processes, so the interpreter and process-group start-up is paid
@@ -9,6 +9,13 @@ once. For each method every rank writes `DIR/<method>/rank<R>.pt` (its final sta
 Before training, every rank also builds an `mlm` Trainer with a tokenizer trained on the spot and writes that
 tokenizer's vocabulary digest to `DIR/tokenizer/rank<R>.json`; at the end every rank runs the CLI entry point
 `hf-encoders pretrain --method tacl` and writes which post-training writers it called to `DIR/cli/rank<R>.json`.
+
+Then, for FSDP2, every rank shards a tiny model of each family the way `examples/fsdp_<family>.json` tells
+accelerate to (`fully_shard` on each `transformer_layer_cls_to_wrap` unit, then on the root), trains it on its
+half of a fixed batch, and writes the gathered weights to `DIR/fsdp-<method>/rank<R>.pt`; rank 0 also saves the
+sharded model the way Trainer's `save_model` does (`save_pretrained` with the gathered state dict) to
+`DIR/fsdp-<method>/checkpoint`. Trainer itself cannot be used for this on CPU: accelerate 1.15 enables FSDP only
+on accelerators and turns `--fsdp` into DDP elsewhere (accelerate/state.py).
 
 The helpers are imported by the test too, so the single-process reference runs are set up identically.
 """
@@ -21,12 +28,16 @@ import traceback
 from pathlib import Path
 
 import torch
-from transformers import TrainerCallback, TrainingArguments
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import DTensor
+from transformers import BertConfig, TrainerCallback, TrainingArguments
 
+from hf_encoders import BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclForPreTraining
 from hf_encoders.training import pretrain as pretrain_module
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.pretrain import build_trainer
 from hf_encoders.training.recipes.tacl import TaclRecipe
+from tests.tiny_models import MASK_TOKEN_ID, VOCAB_SIZE, tiny_biphasic_config, tiny_mae_lm_config, tiny_tacl_config
 
 METHODS = ("mlm", "mae-lm", "tacl", "biphasic")
 MAX_STEPS = 4
@@ -182,6 +193,86 @@ def cli_pretrain(init: str, output_dir: Path, rank: int) -> None:
     (output_dir / "cli" / f"rank{rank}.json").write_text(json.dumps({"calls": calls, "error": error}))
 
 
+# ---- FSDP2 ----
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+FSDP_CONFIGS = {"mae-lm": "fsdp_mae_lm.json", "tacl": "fsdp_bert.json", "biphasic": "fsdp_biphasic.json"}
+FSDP_STEPS = 3
+
+
+def fsdp_model(method: str) -> torch.nn.Module:
+    """A tiny dropout-free model of the family (TaCL around a BERT student), the same on every rank."""
+    torch.manual_seed(0)
+    if method == "mae-lm":
+        return MaeLmForMaskedLM(tiny_mae_lm_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+    if method == "tacl":
+        student = BertConfig(
+            vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+            max_position_embeddings=64, pad_token_id=0, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        )
+        return TaclForPreTraining(tiny_tacl_config(student))
+    return BiphasicEncoderForPreTraining(tiny_biphasic_config(objective="clm"))
+
+
+def fsdp_batch(method: str, step: int) -> dict:
+    """The global batch of one step: 4 rows, rows 1 and 3 padded, the same number of targets in every row, so the
+    mean of two 2-row halves' losses is the 4-row loss and 2 ranks must match 1 process on all 4 rows."""
+    generator = torch.Generator().manual_seed(100 + step)
+    rows, length = 4, 12
+    input_ids = torch.randint(5, VOCAB_SIZE, (rows, length), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1::2, length - 3 :] = 0
+    input_ids[1::2, length - 3 :] = 0
+    labels = torch.full_like(input_ids, -100)
+    if method == "biphasic":  # next-token labels wherever the next token is real in every row
+        labels[:, : length - 4] = input_ids[:, 1 : length - 3]
+        return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    labels[:, [3, 7]] = input_ids[:, [3, 7]]
+    input_ids[:, [3, 7]] = MASK_TOKEN_ID
+    batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    if method == "tacl":
+        batch["next_sentence_label"] = torch.tensor([0, 1, 1, 0])
+    return batch
+
+
+def train_fsdp_steps(model: torch.nn.Module, method: str, rows: slice) -> None:
+    model.train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+    for step in range(FSDP_STEPS):
+        batch = {name: value[rows] for name, value in fsdp_batch(method, step).items()}
+        model(**batch).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def fsdp_one(method: str, output_dir: Path, rank: int) -> None:
+    folder = output_dir / f"fsdp-{method}"
+    model = fsdp_model(method)
+    layer_classes = json.loads((EXAMPLES / FSDP_CONFIGS[method]).read_text())["transformer_layer_cls_to_wrap"]
+    units = [module for module in model.modules() if type(module).__name__ in layer_classes]
+    wrapped = sorted({type(module).__name__ for module in units})  # before fully_shard renames them FSDP<Name>
+    for module in units:
+        fully_shard(module)
+    fully_shard(model)
+    train_fsdp_steps(model, method, slice(2 * rank, 2 * rank + 2))
+    # Gathering is a collective: every rank takes part, as in Trainer's FULL_STATE_DICT save.
+    state = {
+        name: (value.full_tensor() if isinstance(value, DTensor) else value).detach().clone()
+        for name, value in model.state_dict().items()
+    }
+    torch.save(state, folder / f"rank{rank}.pt")
+    if rank == 0:
+        model.save_pretrained(folder / "checkpoint", state_dict=state)
+    record = {
+        "model_class": type(model).__name__,
+        "wrapped": wrapped,
+        "sharded_parameters": sum(isinstance(p, DTensor) for p in model.parameters()),
+        "parameters": len(list(model.parameters())),
+    }
+    (folder / f"rank{rank}.json").write_text(json.dumps(record))
+    torch.distributed.barrier()  # rank 0's checkpoint is complete before the launch can end
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--init", required=True, help="folder with the tiny BERT (and its tokenizer)")
@@ -190,12 +281,14 @@ def main() -> None:
     options = parser.parse_args()
     rank = int(os.environ.get("RANK", 0))
     output_dir = Path(options.output_dir)
-    for method in ["tokenizer", "cli", *options.methods.split(",")]:
+    for method in ["tokenizer", "cli", *options.methods.split(","), *(f"fsdp-{name}" for name in FSDP_CONFIGS)]:
         (output_dir / method).mkdir(parents=True, exist_ok=True)
     tokenizer_on_the_spot(options.init, output_dir, rank)
     for method in options.methods.split(","):
         train_one(method, options.init, output_dir, rank)
         print(f"rank {rank}: {method} done", flush=True)
+    for method in FSDP_CONFIGS:
+        fsdp_one(method, output_dir, rank)
     cli_pretrain(options.init, output_dir, rank)
 
 

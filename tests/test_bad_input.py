@@ -287,6 +287,20 @@ def test_tacl_names_a_missing_encoder_path(tmp_path):
         TaclForPreTraining.from_encoder(str(missing))
 
 
+@pytest.mark.parametrize(
+    "method,fix",
+    [("tacl", "TaCL continues a pretrained encoder: pass --init"), ("biphasic", "Pass a Llama-family causal LM's folder")],
+)
+def test_pretrain_names_a_missing_init_before_reading_the_corpus(method, fix, tmp_path):
+    """The recipe reads --init's tokenizer first: the error names the path and what to pass, not a Hub repo-id rule."""
+    from hf_encoders.data.errors import TokenizerLoadError
+    from hf_encoders.training.pretrain import main
+
+    missing = str(tmp_path / "no-such-checkpoint")
+    with pytest.raises(TokenizerLoadError, match=f"cannot load a tokenizer from '{re.escape(missing)}'.*{re.escape(fix)}"):
+        main(["--method", method, "--init", missing, "--output_dir", str(tmp_path / "out"), "--report_to", "none"])
+
+
 def test_from_causal_lm_names_a_missing_path_and_a_biphasic_checkpoint(saved, tmp_path):
     message = r"Cannot load a causal LM from '.*nowhere'\. There is no such file or folder.*Pass a Llama-family causal LM"
     with pytest.raises(ValueError, match=message):

@@ -14,6 +14,11 @@ registered for gradient reduction. The tests then check that
 * the 2-process run equals a 1-process run of the same global batch (see
   `test_two_processes_match_one_process_with_the_same_global_batch`).
 
+FSDP2 (`fully_shard`, which gloo supports on CPU) on each family as `examples/fsdp_*.json` configures it: every
+class the file names exists in the model, ranks end equal and equal to one process on the whole batch, TaCL's
+teacher never moves, and the checkpoint saved from the sharded model is the ordinary one (its own class in
+`auto_map`, the model folder's code), loadable in a fresh process.
+
 And the entry point around Trainer under DDP: without `--tokenizer_name` every rank uses the one tokenizer the main
 process trained; `pretrain()` writes its post-training files (loss curve, card, TaCL student) on the main process
 only; the model card counts the tokens of every rank; TaCL's logged loss terms are means over ranks.
@@ -33,14 +38,20 @@ from transformers import BertConfig, BertForPreTraining, BertModel
 from hf_encoders.data import embedded_documents, train_wordpiece_tokenizer
 from hf_encoders.training.pretrain import build_trainer
 from tests.distributed_worker import (
+    EXAMPLES,
+    FSDP_CONFIGS,
     MAX_STEPS,
     METHODS,
     ForwardRecorder,
     final_state,
+    fsdp_model,
     logged_losses,
     method_arguments,
+    train_fsdp_steps,
     training_arguments,
 )
+from tests.test_remote_code import model_folder_files, run_in_fresh_process
+from tests.tiny_models import sample_batch
 
 WORKER = Path(__file__).with_name("distributed_worker.py")
 RANKS = (0, 1)
@@ -67,7 +78,7 @@ def ddp_runs(bert_init, tmp_path_factory) -> Path:
     # --standalone: torchrun's own rendezvous on localhost picks a free port (no race over a port chosen here).
     command = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-        str(WORKER), "--init", bert_init, "--output_dir", str(output_dir),
+        "--module", "tests.distributed_worker", "--init", bert_init, "--output_dir", str(output_dir),
     ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     # Its own session, so a hang (a collective one rank never reaches) is ended with both workers, not just torchrun.
@@ -212,3 +223,51 @@ def test_tacl_logged_loss_terms_are_means_over_all_ranks(ddp_runs):
         for entry in record["log_history"]:
             terms = entry["tacl_loss"] + entry["mlm_loss"] + entry["nsp_loss"]
             assert terms == pytest.approx(entry["loss"], rel=1e-5), f"step {entry['step']}"
+
+
+@pytest.mark.parametrize("method", sorted(FSDP_CONFIGS))
+def test_fsdp2_shards_every_layer_class_the_example_config_names(method, ddp_runs):
+    named = json.loads((EXAMPLES / FSDP_CONFIGS[method]).read_text())["transformer_layer_cls_to_wrap"]
+    for rank in RANKS:
+        record = json.loads((ddp_runs / f"fsdp-{method}" / f"rank{rank}.json").read_text())
+        assert record["wrapped"] == sorted(named), "a class named in the example config is not in the model"
+        assert record["sharded_parameters"] == record["parameters"] > 0
+        assert record["model_class"].startswith("FSDP")
+
+
+@pytest.mark.parametrize("method", sorted(FSDP_CONFIGS))
+def test_fsdp2_ranks_agree_with_one_process_and_the_teacher_stays(method, ddp_runs):
+    first, second = (torch.load(ddp_runs / f"fsdp-{method}" / f"rank{rank}.pt") for rank in RANKS)
+    single = fsdp_model(method)
+    initial = final_state(single)
+    train_fsdp_steps(single, method, slice(0, 4))
+    for name, value in final_state(single).items():
+        assert torch.equal(first[name], second[name]), name
+        # atol: a parameter whose gradient is ~0 (TaCL's key biases) moves by AdamW's normalised noise.
+        torch.testing.assert_close(first[name], value, rtol=1e-5, atol=1e-5, msg=lambda m: f"{name}: {m}")
+    if method == "tacl":
+        teacher = [name for name in initial if name.startswith("teacher.")]
+        assert teacher and all(torch.equal(first[name], initial[name]) for name in teacher)
+        assert not torch.equal(first["student.bert.embeddings.word_embeddings.weight"],
+                               initial["student.bert.embeddings.word_embeddings.weight"])
+
+
+def test_a_checkpoint_saved_from_fsdp2_is_the_ordinary_one(ddp_runs, tmp_path):
+    """Trainer's save_model calls save_pretrained on the sharded model, whose class FSDP2 swapped for one defined
+    in torch: the checkpoint must still name the model's own class and carry the model folder's code."""
+    jobs, expected = [], []
+    for method in sorted(FSDP_CONFIGS):
+        checkpoint = ddp_runs / f"fsdp-{method}" / "checkpoint"
+        model_class = type(fsdp_model(method))
+        config = json.loads((checkpoint / "config.json").read_text())
+        assert config["architectures"] == [model_class.__name__]
+        assert config["auto_map"] == model_class.config_class.default_auto_map
+        assert {path.name for path in checkpoint.glob("*.py")} == model_folder_files(model_class)
+        model = model_class.from_pretrained(checkpoint).eval()
+        torch.testing.assert_close(final_state(model), torch.load(ddp_runs / f"fsdp-{method}" / "rank0.pt"))
+        with torch.no_grad():
+            expected.append(model(**sample_batch()).logits)
+        jobs.append(("AutoModelForPreTraining", str(checkpoint)))
+    results = run_in_fresh_process(jobs, sample_batch(), tmp_path)
+    for index, logits in enumerate(expected):
+        torch.testing.assert_close(results[f"{index}"], logits, msg=jobs[index][1])

@@ -86,6 +86,36 @@ def test_relative_bias_uses_the_aligned_positions():
     assert not torch.allclose(aligned, consecutive)
 
 
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+@pytest.mark.parametrize("padded", [False, True])
+def test_default_positions_share_one_bias_across_the_batch(attn_implementation, padded):
+    """Without position ids the bias is gathered once for the whole batch; outputs and every gradient
+    (the bias table's included) equal those of explicit per-row positions."""
+    torch.manual_seed(0)
+    config = tiny_mae_lm_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config._attn_implementation = attn_implementation
+    encoder = MaeLmModel(config)
+    batch = sample_batch(batch_size=3)
+    if not padded:
+        batch.pop("attention_mask")
+    rows, length = batch["input_ids"].shape
+    shared = encoder.attention_bias(torch.arange(length)[None], batch.get("attention_mask"), torch.float32)
+    assert shared.shape == ((rows if padded else 1), config.num_attention_heads, length, length)
+
+    def run(**positions):
+        encoder.zero_grad()
+        states = encoder(**batch, **positions).last_hidden_state
+        states.square().sum().backward()
+        return states.detach(), {name: p.grad.clone() for name, p in encoder.named_parameters()}
+
+    states, gradients = run()
+    per_row_states, per_row_gradients = run(position_ids=torch.arange(length).expand(rows, -1))
+    torch.testing.assert_close(states, per_row_states)
+    assert gradients["relative_attention_bias.weight"].abs().sum() > 0
+    for name, gradient in per_row_gradients.items():
+        torch.testing.assert_close(gradients[name], gradient, msg=name)
+
+
 def test_loss_is_cross_entropy_at_masked_positions():
     torch.manual_seed(0)
     model = MaeLmForMaskedLM(tiny_mae_lm_config()).eval()

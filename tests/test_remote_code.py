@@ -51,19 +51,28 @@ def family_classes(model_type):
     return config, pairs
 
 
-def run_in_fresh_process(jobs: list[tuple[str, str]], batch: dict, tmp_path: Path) -> dict[str, torch.Tensor]:
-    """Load each (auto class, folder) job with trust_remote_code in a new interpreter that never imports
-    hf_encoders (offline, cwd outside the repository) and return its outputs on `batch`."""
-    save_file(batch, tmp_path / "batch.safetensors")
-    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
-    (tmp_path / "fresh.py").write_text(FRESH_PROCESS_SCRIPT)
+def fresh_interpreter(script: str, arguments: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    """Run `script` in a new interpreter that cannot import hf_encoders: offline, cwd outside the repository,
+    no PYTHONPATH, its own dynamic-modules cache."""
+    (tmp_path / "fresh.py").write_text(script)
     outside = tmp_path / "elsewhere"
     outside.mkdir(exist_ok=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules"), "PYTHONPATH": ""}
-    completed = subprocess.run(
-        [sys.executable, str(tmp_path / "fresh.py"), str(tmp_path / "jobs.json"), str(tmp_path / "batch.safetensors"),
-         str(tmp_path / "out.safetensors")],
-        cwd=outside, env=env, capture_output=True, text=True, timeout=600,
+    return subprocess.run(
+        [sys.executable, str(tmp_path / "fresh.py"), *arguments], cwd=outside, env=env, capture_output=True, text=True,
+        timeout=600,
+    )
+
+
+def run_in_fresh_process(jobs: list[tuple[str, str]], batch: dict, tmp_path: Path) -> dict[str, torch.Tensor]:
+    """Load each (auto class, folder) job with trust_remote_code in a fresh interpreter (see `fresh_interpreter`)
+    and return its outputs on `batch`."""
+    save_file(batch, tmp_path / "batch.safetensors")
+    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
+    completed = fresh_interpreter(
+        FRESH_PROCESS_SCRIPT,
+        [str(tmp_path / "jobs.json"), str(tmp_path / "batch.safetensors"), str(tmp_path / "out.safetensors")],
+        tmp_path,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     return load_file(tmp_path / "out.safetensors")
@@ -114,3 +123,34 @@ def test_checkpoints_load_without_remote_code_once_imported(model_type, tmp_path
         assert type(reloaded) is model_class
         with torch.no_grad():
             torch.testing.assert_close(first_output(reloaded(**batch)), first_output(model(**batch)))
+
+
+def test_tacl_around_a_biphasic_student_names_what_to_install_and_its_export_loads_alone(tmp_path):
+    """A TaCL checkpoint ships TaCL's code only, so a student of this package's own family is parsed only where
+    hf_encoders is installed: a fresh process is told so (not transformers' list of every model type). The
+    exported student carries its own code and loads anywhere."""
+    import hf_encoders
+    from tests.tiny_models import tiny_biphasic_config, tiny_tacl_config
+
+    torch.manual_seed(0)
+    model = hf_encoders.TaclForPreTraining(tiny_tacl_config(tiny_biphasic_config())).eval()
+    model.save_pretrained(tmp_path / "tacl")
+    model.save_student(tmp_path / "student")
+    # In this process hf_encoders is imported, so the training state reloads as it is.
+    reloaded = transformers.AutoModelForPreTraining.from_pretrained(tmp_path / "tacl")
+    torch.testing.assert_close(reloaded.student.state_dict(), model.student.state_dict())
+
+    script = (
+        "import sys, transformers\n"
+        "transformers.AutoModelForPreTraining.from_pretrained(sys.argv[1], trust_remote_code=True)\n"
+    )
+    completed = fresh_interpreter(script, [str(tmp_path / "tacl")], tmp_path)
+    assert completed.returncode != 0
+    assert "student is a 'biphasic' model" in completed.stderr and "pip install hf-encoders" in completed.stderr
+    assert "Should contain one of" not in completed.stderr
+
+    batch = sample_batch()
+    results = run_in_fresh_process([("AutoModelForMaskedLM", str(tmp_path / "student"))], batch, tmp_path)
+    masked_lm = hf_encoders.BiphasicEncoderForMaskedLM.from_pretrained(tmp_path / "student").eval()
+    with torch.no_grad():
+        torch.testing.assert_close(results["0"], masked_lm(**batch).logits)

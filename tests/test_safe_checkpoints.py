@@ -20,7 +20,7 @@ from transformers import Trainer, TrainingArguments
 
 import hf_encoders
 from tests.test_numerics import Examples, build
-from tests.tiny_models import TINY_CONFIGS, tiny_biphasic_config, tiny_tacl_config
+from tests.tiny_models import TINY_CONFIGS, tiny_tacl_config
 
 PACKAGE = Path(hf_encoders.__file__).parent
 SAFE_SUFFIXES = {".json", ".safetensors", ".py", ".md", ".txt"}
@@ -95,12 +95,6 @@ def test_tacl_student_is_saved_as_safetensors(tmp_path):
     model.save_student(tmp_path)
     check_weights_are_safetensors(tmp_path, model.student)
     assert not list(tmp_path.glob("*.py")), "a plain BERT student needs no remote code"
-
-
-@pytest.mark.xfail(strict=True, reason="TaCL around this package's own encoder: the checkpoint lacks the student's code")
-def test_tacl_with_a_biphasic_student_ships_both_folders(tmp_path):
-    hf_encoders.TaclForPreTraining(tiny_tacl_config(tiny_biphasic_config())).save_pretrained(tmp_path)
-    assert {"modeling_tacl.py", "modeling_biphasic.py"} <= {path.name for path in tmp_path.glob("*.py")}
 
 
 @pytest.mark.parametrize("method", ["mae_lm", "tacl", "biphasic-mlm"])

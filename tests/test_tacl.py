@@ -165,6 +165,15 @@ def test_students(student_type):
         torch.testing.assert_close(out.mlm_loss, own.loss)  # the student's own head and loss, at anchors only
 
 
+def test_the_embeddings_are_the_students_and_resizing_is_refused(tiny_model):
+    assert tiny_model.get_input_embeddings() is tiny_model.student.bert.embeddings.word_embeddings
+    assert tiny_model.get_output_embeddings() is tiny_model.student.cls.predictions.decoder
+    assert tiny_model.get_input_embeddings() is not tiny_model.teacher.get_input_embeddings()
+    with pytest.raises(ValueError, match="share one vocabulary.*resize_token_embeddings.*from_encoder"):
+        tiny_model.resize_token_embeddings(VOCAB_SIZE + 8)
+    assert tiny_model.get_input_embeddings().num_embeddings == VOCAB_SIZE
+
+
 def test_a_student_that_drops_masked_tokens_is_rejected():
     with pytest.raises(ValueError, match="MAE-LM"):
         TaclForPreTraining(tiny_tacl_config(tiny_mae_lm_config()))

@@ -1,5 +1,6 @@
-"""Training features every family supports through Transformers' own switches: gradient checkpointing
-(`GradientCheckpointingLayer`) and the attention implementations (eager, sdpa)."""
+"""Training features every family supports through Transformers' own switches: activation checkpointing
+(`GradientCheckpointingLayer`), the attention implementations (eager, sdpa; flex for biphasic, as Llama), and
+the frozen TaCL teacher's memory."""
 
 import pytest
 import torch
@@ -32,12 +33,12 @@ def gradients(model, batch) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_gradient_checkpointing_gives_the_same_gradients(family):
+def test_activation_checkpointing_gives_the_same_gradients(family):
     torch.manual_seed(0)
     model = FAMILIES[family]().train()
     batch = training_batch(family)
     plain = gradients(model, batch)
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     checkpointed_layers = [m for m in model.modules() if getattr(m, "gradient_checkpointing", False)]
     assert checkpointed_layers, "no layer switched to gradient checkpointing"
     checkpointed = gradients(model, batch)
@@ -56,3 +57,49 @@ def test_eager_and_sdpa_train_alike(family):
         model.set_attn_implementation(implementation)
         losses[implementation] = model(**batch).loss
     torch.testing.assert_close(losses["eager"], losses["sdpa"])
+
+
+@pytest.mark.parametrize("implementation", ["flex_attention", "flash_attention_2"])
+def test_mae_lm_refuses_kernels_that_cannot_take_its_relative_bias(implementation):
+    model = FAMILIES["mae_lm"]()
+    with pytest.raises(ValueError, match=r"relative position bias, one per head.*Use 'sdpa' \(the default"):
+        model.set_attn_implementation(implementation)
+
+
+@pytest.mark.slow
+def test_biphasic_runs_flex_attention_in_both_objectives():
+    """Llama's mask builders give flex_attention a causal or a bidirectional BlockMask (with padding); on CPU
+    flex_attention is compiled by inductor (about 30 s)."""
+    torch.manual_seed(0)
+    model = FAMILIES["biphasic"]().eval()
+    batch = sample_batch()
+    real = batch["attention_mask"].bool()
+    for objective in ("mlm", "clm"):
+        logits = {}
+        for implementation in ("sdpa", "flex_attention"):
+            model.set_attn_implementation(implementation)
+            with torch.no_grad():
+                logits[implementation] = model(**batch, objective=objective).logits
+        torch.testing.assert_close(logits["flex_attention"][real], logits["sdpa"][real], msg=objective)
+
+
+def test_the_tacl_teacher_holds_no_memory_for_backward():
+    """Autograd saves nothing while the teacher runs: its activations are freed layer by layer, as in inference.
+    (Only its last states, which the contrastive loss reads, live until the backward.)"""
+    model = FAMILIES["tacl"]().train()
+    saved_in = {"teacher": 0, "student": 0}
+    running = []
+    for name, module in (("teacher", model.teacher), ("student", model.student.base_model)):
+        module.register_forward_pre_hook(lambda *_, name=name: running.append(name))
+        module.register_forward_hook(lambda *_: running.pop() and None)  # a hook's return value replaces the output
+
+    def pack(tensor):
+        if running:
+            saved_in[running[-1]] += tensor.untyped_storage().nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        loss = model(**training_batch("tacl")).loss
+    loss.backward()
+    assert saved_in["student"] > 0, "the hooks saw nothing"
+    assert saved_in["teacher"] == 0

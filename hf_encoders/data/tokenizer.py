@@ -36,11 +36,15 @@ def load_or_train_tokenizer(
     """
     if name_or_path is None:
         return train_wordpiece_tokenizer(texts, **train_kwargs)
+    return load_tokenizer(name_or_path, fix="Pass such a folder, or None to train a WordPiece tokenizer on the corpus.")
+
+
+def load_tokenizer(name_or_path: str, fix: str, **load_kwargs) -> PreTrainedTokenizerBase:
+    """`AutoTokenizer.from_pretrained`, or a `TokenizerLoadError` naming the path, the reason and `fix`."""
     try:
-        return AutoTokenizer.from_pretrained(name_or_path)
+        return AutoTokenizer.from_pretrained(name_or_path, **load_kwargs)
     except (OSError, ValueError) as error:  # OSError: no such files; ValueError: files it cannot build from
         raise TokenizerLoadError(
             f"cannot load a tokenizer from {name_or_path!r}: it is not a folder written by save_pretrained "
-            f"(with tokenizer.json) and {hub_unreachable_reason()} ({error}). Pass such a folder, or None "
-            "to train a WordPiece tokenizer on the corpus."
+            f"(with tokenizer.json) and {hub_unreachable_reason()} ({error}). {fix}"
         ) from error

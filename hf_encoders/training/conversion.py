@@ -3,8 +3,9 @@ and the tokenizer fixes biphasic training needs, shared with the biphasic recipe
 
 from pathlib import Path
 
-from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ..data.tokenizer import load_tokenizer
 from ..models.biphasic import BiphasicEncoderForPreTraining
 from ..models.biphasic.modeling_biphasic import causal_lm_location
 
@@ -41,7 +42,8 @@ def fit_model_to_tokenizer(model: PreTrainedModel, tokenizer: PreTrainedTokenize
 def load_causal_lm_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
     """The tokenizer of a causal LM folder, Hub name or `.gguf` file, prepared for biphasic training."""
     location, gguf = causal_lm_location(name_or_path)
-    return prepare_tokenizer(AutoTokenizer.from_pretrained(location, **gguf))
+    fix = "Pass a Llama-family causal LM's folder, `.gguf` file or Hub name (biphasic --init, or convert)."
+    return prepare_tokenizer(load_tokenizer(location, fix=fix, **gguf))
 
 
 def convert_causal_lm(name_or_path: str, out_dir: str | Path, **load_kwargs) -> Path:

@@ -20,7 +20,12 @@ from pathlib import Path
 import torch
 import transformers
 from torch import nn
-from transformers import AutoConfig, AutoModelForCausalLM, EuroBertConfig, PreTrainedModel
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    EuroBertConfig,
+    PreTrainedModel,
+)
 from transformers.modeling_outputs import (
     BaseModelOutputWithPast,
     CausalLMOutput,
@@ -36,8 +41,8 @@ from transformers.models.llama.modeling_llama import (
 )
 from transformers.utils import logging
 
+from .checkpoint_io import CheckpointMixin
 from .configuration_biphasic import OBJECTIVES, BiphasicConfig
-from .strict_loading import StrictLoadingMixin
 from .task_heads import QuestionAnsweringMixin, TokenClassificationMixin
 
 logger = logging.get_logger(__name__)
@@ -53,7 +58,7 @@ LLAMA_FIELDS = (
 )
 
 
-class BiphasicPreTrainedModel(StrictLoadingMixin, LlamaPreTrainedModel):
+class BiphasicPreTrainedModel(CheckpointMixin, LlamaPreTrainedModel):
     config_class = BiphasicConfig
     base_model_prefix = "model"
     family_description = "a biphasic one"

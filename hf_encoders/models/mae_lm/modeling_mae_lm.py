@@ -26,8 +26,8 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from .checkpoint_io import CheckpointMixin
 from .configuration_mae_lm import MaeLmConfig
-from .strict_loading import StrictLoadingMixin
 from .task_heads import QuestionAnsweringMixin, TokenClassificationMixin
 
 
@@ -47,6 +47,15 @@ def relative_position_bucket(relative_position: torch.Tensor, num_buckets: int, 
     large = max_exact + torch.ceil(log_ratio * (half - 1 - max_exact)).long()
     bucket = torch.where(distance < max_exact, distance, large.clamp(max=half - 1))
     return bucket * relative_position.sign() + (half - 1)
+
+
+def unsupported_attention(implementation: str) -> str:
+    return (
+        f"MAE-LM cannot run with attn_implementation={implementation!r}: every encoder layer adds a learned relative "
+        "position bias, one per head, to the attention scores, which flash attention cannot take and transformers' "
+        "flex_attention integration shares across heads. Use 'sdpa' (the default; its kernels take the bias) "
+        "or 'eager'."
+    )
 
 
 def eager_attention_forward(
@@ -141,12 +150,13 @@ class MaeLmEmbeddings(nn.Module):
         return self.dropout(self.layer_norm(inputs_embeds + self.position_embeddings(position_ids)))
 
 
-class MaeLmPreTrainedModel(StrictLoadingMixin, PreTrainedModel):
+class MaeLmPreTrainedModel(CheckpointMixin, PreTrainedModel):
     config_class = MaeLmConfig
     base_model_prefix = "mae_lm"
     supports_gradient_checkpointing = True
     _no_split_modules = ["MaeLmLayer"]
-    # The relative position bias is an additive float mask: flash attention cannot take one.
+    # The relative position bias is a per-head additive float mask: flash attention cannot take one, and
+    # transformers' flex_attention integration adds head 0's mask to every head.
     _supports_sdpa = True
     _supports_flash_attn = False
     _supports_flex_attn = False
@@ -154,6 +164,14 @@ class MaeLmPreTrainedModel(StrictLoadingMixin, PreTrainedModel):
     # Fine-tuning drops the pre-training decoder and LM head: the only weights a task model may leave unread.
     _keys_to_ignore_on_load_unexpected = [r"^decoder\.", r"^lm_head\."]
     family_description = "an MAE-LM one"
+
+    # transformers' checks for a requested attention implementation, overridden only for a message naming the reason
+    # and the alternatives (theirs asks to request support upstream).
+    def _flash_attn_can_dispatch(self, flash_attn_version: int, is_init_check: bool = False) -> bool:
+        raise ValueError(unsupported_attention(f"flash_attention_{flash_attn_version}"))
+
+    def _flex_attn_can_dispatch(self, is_init_check: bool = False) -> bool:
+        raise ValueError(unsupported_attention("flex_attention"))
 
     @classmethod
     def misfit_fix(cls) -> str:
@@ -186,16 +204,25 @@ class MaeLmModel(MaeLmPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings.word_embeddings = value
 
-    def attention_bias(self, position_ids: torch.Tensor, attention_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        """(batch, heads, query, key) additive mask: the relative position bias, with padded keys blocked."""
+    def attention_bias(
+        self, position_ids: torch.Tensor, attention_mask: torch.Tensor | None, dtype: torch.dtype
+    ) -> torch.Tensor:
+        """(rows, heads, query, key) additive mask: the relative position bias, with padded keys blocked.
+
+        `position_ids` may be (1, length) when every row has the same positions: the bias is then gathered and
+        back-propagated once instead of once per row, and without `attention_mask` it stays (1, heads, L, L) for
+        attention to broadcast. Only compacted inputs, whose rows keep different positions, need a bias per row.
+        """
         relative = position_ids[:, None, :] - position_ids[:, :, None]
         buckets = relative_position_bucket(
             relative, self.config.relative_attention_num_buckets, self.config.relative_attention_max_distance
         )
         bias = self.relative_attention_bias(buckets).permute(0, 3, 1, 2).to(dtype)
+        if attention_mask is None:
+            return bias
         # masked_fill (not +) so a row whose keys are all padding stays finite instead of overflowing to -inf.
         blocked = ~attention_mask.bool()[:, None, None, :]
-        return bias.expand(attention_mask.shape[0], -1, -1, -1).masked_fill(blocked, torch.finfo(dtype).min)
+        return bias.masked_fill(blocked, torch.finfo(dtype).min)
 
     def forward(
         self,
@@ -210,7 +237,7 @@ class MaeLmModel(MaeLmPreTrainedModel):
     ) -> BaseModelOutput:
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
-        batch_size, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+        length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
         device = (input_ids if input_ids is not None else inputs_embeds).device
         if position_ids is None:
             if length > self.config.max_position_embeddings:
@@ -218,9 +245,8 @@ class MaeLmModel(MaeLmPreTrainedModel):
                     f"Sequence length {length} exceeds max_position_embeddings={self.config.max_position_embeddings}; "
                     "truncate the input (e.g. tokenizer(..., truncation=True, max_length=...))."
                 )
-            position_ids = torch.arange(length, device=device).expand(batch_size, -1)
-        if attention_mask is None:
-            attention_mask = torch.ones(batch_size, length, dtype=torch.long, device=device)
+            # One row of positions, broadcast over the batch (see attention_bias).
+            position_ids = torch.arange(length, device=device)[None]
         output_hidden_states = output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
 

@@ -7,6 +7,7 @@ own config (BERT, RoBERTa, ModernBERT, ...) as a nested sub-config, plus the few
 
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 # Students whose pre-training class carries a next-sentence-prediction head, so NSP is on by default.
 NSP_MODEL_TYPES = ("bert",)
@@ -53,11 +54,25 @@ class TaclConfig(PreTrainedConfig):
     exclude_padding_from_contrast: bool = True
 
     def __post_init__(self, **kwargs):
+        self.check_student_type_is_known()
         super().__post_init__(**kwargs)
         if self.use_nsp is None:
             self.use_nsp = self.student_config.model_type in NSP_MODEL_TYPES
         self.auto_map = {**self.default_auto_map, **(getattr(self, "auto_map", None) or {})}
         self.validate_architecture()
+
+    def check_student_type_is_known(self):
+        """A TaCL checkpoint ships TaCL's code only. A student of a family transformers does not know (this package's
+        own biphasic encoder) is parsed only where that family is registered; say so instead of transformers'
+        list of every model type."""
+        student_type = self.student_config.get("model_type") if isinstance(self.student_config, dict) else None
+        if student_type is not None and student_type not in CONFIG_MAPPING:
+            raise ValueError(
+                f"This TaCL checkpoint's student is a {student_type!r} model, a family transformers does not know. "
+                "If it is one of hf-encoders' own models, `pip install hf-encoders` and `import hf_encoders` before "
+                "loading (that registers it); to share the trained encoder, export the student instead "
+                "(`hf-encoders export CHECKPOINT OUT`), which writes a checkpoint carrying its own code."
+            )
 
     def validate_architecture(self):
         # The student's own config does not check this (BERT's attention only fails when the model is built).

@@ -17,12 +17,17 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForPreTraining, PreTrainedModel
+from transformers import (
+    AutoConfig,
+    AutoModelForMaskedLM,
+    AutoModelForPreTraining,
+    PreTrainedModel,
+)
 from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
 from transformers.utils import ModelOutput, logging
 
+from .checkpoint_io import CheckpointMixin
 from .configuration_tacl import TaclConfig
-from .strict_loading import StrictLoadingMixin
 
 logger = logging.get_logger(__name__)
 
@@ -97,7 +102,7 @@ def mlm_head_layout(student: PreTrainedModel) -> str:
     )
 
 
-class TaclForPreTraining(StrictLoadingMixin, PreTrainedModel):
+class TaclForPreTraining(CheckpointMixin, PreTrainedModel):
     """Student + frozen teacher. Pass `student` to wrap an already loaded model (what `from_encoder` does);
     otherwise both are built from `config.student_config` (and filled by `from_pretrained`)."""
 
@@ -151,6 +156,21 @@ class TaclForPreTraining(StrictLoadingMixin, PreTrainedModel):
         self._loss_term_sums: torch.Tensor | None = None
         self._loss_term_count = 0
         self.post_init()
+
+    # The student's embeddings are the model's (what PEFT and accelerate's FSDP2 preparation look up).
+    def get_input_embeddings(self) -> nn.Module:
+        return self.student.get_input_embeddings()
+
+    def get_output_embeddings(self) -> nn.Module | None:
+        return self.student.get_output_embeddings()
+
+    def resize_token_embeddings(self, *args, **kwargs):
+        # transformers' resize would grow the student's vocabulary only, leaving the teacher unable to read new ids.
+        raise ValueError(
+            "TaCL's student and teacher must share one vocabulary, so a TaclForPreTraining is not resized. Add the "
+            "tokens to the encoder first (AutoModelForMaskedLM.from_pretrained(...).resize_token_embeddings(n), "
+            "save it), then start TaCL from it with TaclForPreTraining.from_encoder."
+        )
 
     @classmethod
     def from_encoder(cls, name_or_path: str, **tacl_options) -> "TaclForPreTraining":

@@ -14,6 +14,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase, TrainerCallback
 from ...data.sentence_pairs import build_sentence_pairs
 from ...data.sentences import documents_to_sentences
 from ...data.tacl_collator import DataCollatorForTaCL
+from ...data.tokenizer import load_tokenizer
 from ...models.tacl import TaclForPreTraining
 from .base import Recipe
 
@@ -67,7 +68,10 @@ class TaclRecipe(Recipe):
 
     def build_tokenizer(self, args, documents):
         # TaCL continues an encoder: only its own vocabulary fits its embeddings.
-        return AutoTokenizer.from_pretrained(args.tokenizer_name or self.require_init(args))
+        return load_tokenizer(
+            args.tokenizer_name or self.require_init(args),
+            fix="TaCL continues a pretrained encoder: pass --init the folder (or Hub name) of one saved with its tokenizer.",
+        )
 
     def build_dataset(self, args, tokenizer, documents):
         sentences = documents_to_sentences(documents, source_name=args.corpus or "the embedded corpus")

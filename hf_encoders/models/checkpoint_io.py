@@ -1,8 +1,9 @@
-"""Strict `from_pretrained`, shared by every model family of hf-encoders.
+"""Checkpoint reading and writing shared by every model family of hf-encoders: a strict `from_pretrained`, and a
+`save_pretrained` that writes the same checkpoint whether or not the model is sharded by FSDP2.
 
 Each model folder must stay flat (it is copied next to the weights and loaded with `trust_remote_code` where
 hf_encoders is not installed), so it cannot import a common module. This file is therefore symlinked into each
-folder as `strict_loading.py`; `save_pretrained` copies its content into every checkpoint as a plain sibling file.
+folder as `checkpoint_io.py`; `save_pretrained` copies its content into every checkpoint as a plain sibling file.
 """
 
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 from transformers import PreTrainedConfig
 
 
-class StrictLoadingMixin:
+class CheckpointMixin:
     """Put before `PreTrainedModel` in the bases. Loading refuses, with a `ValueError` that names the fix: another
     family's checkpoint, a corrupt weights file, and any missing, unexpected or mis-shaped weight beyond what the
     class declares it may leave unread (`_keys_to_ignore_on_load_unexpected`) or initialise (`_new_head_prefixes`).
@@ -33,6 +34,21 @@ class StrictLoadingMixin:
 
     def after_strict_load(self) -> None:
         """Runs on the loaded model (e.g. TaCL re-freezes its teacher: loading creates parameters that train)."""
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """transformers' `save_pretrained`, also for a model sharded by FSDP2 (what Trainer's `save_model` calls, with
+        the gathered `state_dict`). `fully_shard` swaps the instance's class for `FSDP<Name>`, a subclass torch
+        defines on the fly; transformers would write that class into `architectures` and `auto_map` and copy ITS
+        module, torch's FSDP file, instead of the model folder. So save under the model's own class."""
+        sharded_class = type(self)
+        own_class = unsharded_class(sharded_class)
+        if own_class is sharded_class:
+            return super().save_pretrained(save_directory, *args, **kwargs)
+        self.__class__ = own_class
+        try:
+            return super().save_pretrained(save_directory, *args, **kwargs)
+        finally:
+            self.__class__ = sharded_class
 
     @classmethod
     def from_pretrained(cls, *args, **kwargs):
@@ -64,6 +80,16 @@ class StrictLoadingMixin:
             raise ValueError(f"The checkpoint {str(checkpoint)!r} does not fit {cls.__name__} ({details}). {cls.misfit_fix()}")
         model.after_strict_load()
         return (model, info) if want_loading_info else model
+
+
+def unsharded_class(model_class: type) -> type:
+    """The class FSDP2 derived `model_class` from (its bases are `(FSDPModule, own class)`), else `model_class`."""
+    # Imported here, so that importing a model never loads torch.distributed.
+    from torch.distributed.fsdp import FSDPModule
+
+    if issubclass(model_class, FSDPModule):
+        return next(base for base in model_class.__bases__ if base is not FSDPModule)
+    return model_class
 
 
 def checkpoint_model_type(checkpoint, load_kwargs: dict) -> str | None:

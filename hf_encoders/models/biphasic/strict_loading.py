@@ -1,1 +1,0 @@
-../strict_loading.py
