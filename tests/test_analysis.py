@@ -3,6 +3,7 @@ for the ranks, one unpadded sentence at a time for the streamed layer-wise repor
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -30,6 +31,7 @@ from hf_encoders.analysis import (
 from hf_encoders.analysis.command import main as analyze
 from hf_encoders.analysis.files import atomic_output
 from hf_encoders.analysis.rank import GramAccumulator
+from hf_encoders.data.errors import TokenizerLoadError
 from tests.tiny_models import MASK_TOKEN_ID, VOCAB_SIZE, tiny_mae_lm_config
 
 TEXTS = [
@@ -384,3 +386,14 @@ def test_analyze_command_takes_labels_and_checks_their_count(tmp_path, tokenizer
     assert_png(tmp_path / "out" / "similarity_tacl.png")
     with pytest.raises(SystemExit):
         analyze([*common, "--labels", "a", "b"])
+
+
+def test_analyze_names_a_missing_model_before_analysing_any(tmp_path, tokenizer):
+    build_encoder("bert").save_pretrained(tmp_path / "good")
+    tokenizer.save_pretrained(tmp_path / "good")
+    missing = tmp_path / "typo"
+    output = tmp_path / "out"
+    message = f"cannot load a tokenizer from '{re.escape(str(missing))}'.*Pass checkpoint folders"
+    with pytest.raises(TokenizerLoadError, match=message):
+        analyze([str(tmp_path / "good"), str(missing), "--output-dir", str(output), "--device", "cpu"])
+    assert not output.exists() or not os.listdir(output), "the first model was analysed before the second was checked"

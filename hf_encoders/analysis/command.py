@@ -14,10 +14,11 @@ import re
 from pathlib import Path
 
 import torch
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoModel, PreTrainedTokenizerBase
 
 from ..data.corpus import load_documents
 from ..data.sentences import split_sentences
+from ..data.tokenizer import load_tokenizer
 from .files import atomic_output
 from .plots import plot_layer_curves, plot_similarity_heatmap
 from .report import LayerwiseReport, layerwise_report, token_similarity_matrix
@@ -53,9 +54,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.labels is not None and len(args.labels) != len(args.models):
         parser.error(f"--labels names {len(args.labels)} model(s) but {len(args.models)} MODEL path(s) were given")
 
+    # Every tokenizer first: a mistyped path fails in seconds, not after the models before it were analysed.
+    tokenizers = [
+        load_tokenizer(
+            path, fix="Pass checkpoint folders holding their tokenizer (as hf-encoders pretrain writes them) or Hub names.",
+            trust_remote_code=args.trust_remote_code,
+        )
+        for path in args.models
+    ]
     reports = [
-        analyse_checkpoint(path, label, sentences, heatmap_text, args)
-        for path, label in zip(args.models, args.labels or _labels(args.models))
+        analyse_checkpoint(path, tokenizer, label, sentences, heatmap_text, args)
+        for path, tokenizer, label in zip(args.models, tokenizers, args.labels or _labels(args.models))
     ]
     plot_layer_curves(reports, args.output_dir / "layer_curves.png")
     settings = {
@@ -74,10 +83,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def analyse_checkpoint(
-    path: str, label: str, sentences: list[str], heatmap_text: str, args: argparse.Namespace
+    path: str, tokenizer: PreTrainedTokenizerBase, label: str, sentences: list[str], heatmap_text: str,
+    args: argparse.Namespace,
 ) -> LayerwiseReport:
     """The report of one checkpoint, and its heatmap; the model is freed on return, before the next one loads."""
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=args.trust_remote_code)
     model = AutoModel.from_pretrained(path, trust_remote_code=args.trust_remote_code).to(args.device)
     report = layerwise_report(
         model,

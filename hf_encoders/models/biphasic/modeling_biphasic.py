@@ -3,8 +3,8 @@
 The two phases differ only in the attention mask: `is_causal=True` (next-token loss) or False (masked-token loss).
 Everything else is transformers' Llama: `LlamaModel.forward` already builds a bidirectional mask when called with
 `is_causal=False` and passes the flag down to SDPA/flash attention, so this file adds the objective switch, a loss
-that runs the vocabulary projection on labelled positions only, the task heads, the conversion from a causal LM and
-the export to transformers' native EuroBERT. State-dict keys are exactly LlamaForCausalLM's (`model.embed_tokens`,
+whose MLM vocabulary projection runs on labelled positions only, the task heads, the conversion from a causal LM
+and the export to transformers' native EuroBERT. State-dict keys are exactly LlamaForCausalLM's (`model.embed_tokens`,
 `model.layers.N...`, `model.norm`, `lm_head`), so Llama, SmolLM2, Mistral and Qwen2 checkpoints load unchanged.
 
 Labels are already aligned with the position that predicts them in BOTH objectives: DataCollatorForBiphasic shifts
@@ -154,13 +154,18 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
         super().__init__(config)
         self.model = BiphasicEncoder(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self._label_alignment_checked = False
         self.post_init()
 
     def language_model_loss(self, input_ids, labels, is_causal, num_items_in_batch=None, **encoder_inputs):
-        """(loss, logits, encoder outputs). With labels, the vocabulary projection runs only where a label is
-        set and `logits` is (number of labelled positions, vocab) in row-major order; without, it covers every
-        position. The loss is summed and divided by Trainer's `num_items_in_batch` when given, else by this
-        batch's labelled count (so a batch without targets gives 0, not NaN)."""
+        """(loss, logits, encoder outputs). The loss is summed and divided by Trainer's `num_items_in_batch` when
+        given, else by this batch's labelled count (so a batch without targets gives 0, not NaN).
+
+        MLM projects onto the vocabulary only where a label is set: `logits` is then (number of labelled positions,
+        vocab) in row-major order, and the projection costs the masked fraction of what it would on every position.
+        CLM labels cover every position but each document's last, so CLM projects every position, as Llama does:
+        `logits` is (batch, length, vocab) and no shape depends on the data, so nothing waits for the GPU.
+        """
         if labels is not None:
             shape = (input_ids if input_ids is not None else encoder_inputs["inputs_embeds"]).shape[:2]
             if labels.shape != shape:
@@ -180,19 +185,30 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
         if labels is None:
             return None, self.lm_head(hidden_states), outputs
         labelled = labels != -100
+        if not self._label_alignment_checked and input_ids is not None:
+            self.check_label_alignment(input_ids, labels, labelled)
+        if is_causal:
+            logits = self.lm_head(hidden_states)
+            loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), reduction="sum")
+        else:
+            logits = self.lm_head(hidden_states[labelled])
+            loss = nn.functional.cross_entropy(logits.float(), labels[labelled], reduction="sum")
+        denominator = num_items_in_batch if num_items_in_batch is not None else labelled.sum().clamp(min=1)
+        return loss / denominator, logits, outputs
+
+    def check_label_alignment(self, input_ids, labels, labelled) -> None:
+        """Refuse labels that all equal their own position's input: what stock DataCollatorForLanguageModeling
+        (mlm=False) makes for Llama, which shifts inside the model. Here they would train the identity map (CLM) or
+        predict unmasked tokens (MLM), silently. Checked on the first labelled batch only, because reading the
+        answer makes the host wait for the device; a run keeps its collator."""
         targets = labels[labelled]
-        if input_ids is not None and targets.numel() and bool((targets == input_ids[labelled]).all()):
-            # What stock DataCollatorForLanguageModeling(mlm=False) produces for Llama, which shifts inside the
-            # model. Here it would train the identity map (CLM) or predict unmasked tokens (MLM), silently.
+        if targets.numel() and bool((targets == input_ids[labelled]).all()):
             raise ValueError(
                 "Every label equals the input token at its own position. Biphasic models expect labels aligned "
                 "with the predicting position: next-token labels for CLM (labels[i] = input_ids[i + 1]) and masked "
                 "inputs for MLM. Use hf_encoders.DataCollatorForBiphasic."
             )
-        logits = self.lm_head(hidden_states[labelled])
-        loss = nn.functional.cross_entropy(logits.float(), targets, reduction="sum")
-        denominator = num_items_in_batch if num_items_in_batch is not None else labelled.sum().clamp(min=1)
-        return loss / denominator, logits, outputs
+        self._label_alignment_checked = True
 
     @classmethod
     def from_causal_lm(cls, model_or_path, mask_token_id: int | None = None, **load_kwargs):
