@@ -11,7 +11,8 @@ machine that slows down mid-run slows both. Ratios below 1 mean ours is faster. 
 TaCL <= 0.85, MAE-LM <= 1.0 at 15% and <= 0.85 at 40%, biphasic MLM <= 0.8, biphasic CLM <= 1.0.
 
 Memory: "saved for backward" is what autograd holds after the forward (activations, each storage once, weights
-excluded), measured through saved-tensor hooks on any device; peak GiB is the whole step's device peak (GPU only).
+excluded but their autocast copies counted), measured through saved-tensor hooks on any device; peak GiB is the
+whole step's device peak (GPU only).
 """
 
 import argparse
@@ -195,7 +196,8 @@ class TimedStep:
 
     def saved_for_backward_mib(self) -> float:
         """Memory autograd holds for backward after one forward (activations, each storage counted once; the
-        weights themselves excluded): the activation memory of a step, measured the same way on CPU and GPU."""
+        weights themselves excluded, their bf16/fp16 autocast copies included): the activation memory of a step,
+        measured the same way on CPU and GPU."""
         weights = {p.untyped_storage().data_ptr() for p in self.model.parameters()}
         saved = {}
 

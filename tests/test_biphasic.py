@@ -181,11 +181,17 @@ def test_clm_loss_is_next_token_cross_entropy_of_llama():
         torch.testing.assert_close(ours(**batch, labels=shifted, objective="clm").loss, llama(**batch, labels=unshifted).loss)
 
 
-def test_labels_equal_to_the_inputs_are_refused():
+def test_labels_equal_to_the_inputs_are_refused_on_each_objectives_first_batch_with_targets():
     model = BiphasicEncoderForPreTraining(tiny_biphasic_config())
     batch = sample_batch()
+    identity = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+    shifted = torch.cat([batch["input_ids"][:, 1:], torch.full_like(batch["input_ids"][:, :1], -100)], dim=1)
+    model(**batch, labels=torch.full_like(identity, -100), objective="clm")  # no targets: nothing to check yet
     with pytest.raises(ValueError, match="next-token labels"):
-        model(**batch, labels=batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100), objective="clm")
+        model(**batch, labels=identity, objective="clm")
+    model(**batch, labels=shifted, objective="clm")
+    with pytest.raises(ValueError, match="masked inputs for MLM"):  # CLM passing does not vouch for MLM's labels
+        model(**batch, labels=identity, objective="mlm")
 
 
 def test_pre_training_picks_the_view_of_its_objective():

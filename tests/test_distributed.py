@@ -40,6 +40,7 @@ from hf_encoders.training.pretrain import build_trainer
 from tests.distributed_worker import (
     EXAMPLES,
     FSDP_CONFIGS,
+    FSDP_KNOWN_FAILURES,
     MAX_STEPS,
     METHODS,
     ForwardRecorder,
@@ -53,7 +54,7 @@ from tests.distributed_worker import (
 from tests.test_remote_code import model_folder_files, run_in_fresh_process
 from tests.tiny_models import sample_batch
 
-WORKER = Path(__file__).with_name("distributed_worker.py")
+REPO_ROOT = Path(__file__).parent.parent
 RANKS = (0, 1)
 
 
@@ -83,7 +84,7 @@ def ddp_runs(bert_init, tmp_path_factory) -> Path:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     # Its own session, so a hang (a collective one rank never reaches) is ended with both workers, not just torchrun.
     launch = subprocess.Popen(
-        command, cwd=WORKER.parent.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )
     try:
@@ -225,7 +226,10 @@ def test_tacl_logged_loss_terms_are_means_over_all_ranks(ddp_runs):
             assert terms == pytest.approx(entry["loss"], rel=1e-5), f"step {entry['step']}"
 
 
-@pytest.mark.parametrize("method", sorted(FSDP_CONFIGS))
+FSDP_WORKING = sorted(set(FSDP_CONFIGS) - set(FSDP_KNOWN_FAILURES))
+
+
+@pytest.mark.parametrize("method", FSDP_WORKING)
 def test_fsdp2_shards_every_layer_class_the_example_config_names(method, ddp_runs):
     named = json.loads((EXAMPLES / FSDP_CONFIGS[method]).read_text())["transformer_layer_cls_to_wrap"]
     for rank in RANKS:
@@ -235,7 +239,7 @@ def test_fsdp2_shards_every_layer_class_the_example_config_names(method, ddp_run
         assert record["model_class"].startswith("FSDP")
 
 
-@pytest.mark.parametrize("method", sorted(FSDP_CONFIGS))
+@pytest.mark.parametrize("method", FSDP_WORKING)
 def test_fsdp2_ranks_agree_with_one_process_and_the_teacher_stays(method, ddp_runs):
     first, second = (torch.load(ddp_runs / f"fsdp-{method}" / f"rank{rank}.pt") for rank in RANKS)
     single = fsdp_model(method)
@@ -245,18 +249,26 @@ def test_fsdp2_ranks_agree_with_one_process_and_the_teacher_stays(method, ddp_ru
         assert torch.equal(first[name], second[name]), name
         # atol: a parameter whose gradient is ~0 (TaCL's key biases) moves by AdamW's normalised noise.
         torch.testing.assert_close(first[name], value, rtol=1e-5, atol=1e-5, msg=lambda m: f"{name}: {m}")
-    if method == "tacl":
+    if method.startswith("tacl"):
         teacher = [name for name in initial if name.startswith("teacher.")]
         assert teacher and all(torch.equal(first[name], initial[name]) for name in teacher)
-        assert not torch.equal(first["student.bert.embeddings.word_embeddings.weight"],
-                               initial["student.bert.embeddings.word_embeddings.weight"])
+        assert any(not torch.equal(first[name], initial[name]) for name in initial if name.startswith("student."))
+
+
+def test_fsdp2_still_refuses_bert_shared_output_bias(ddp_runs):
+    """accelerate 1.15 groups the tied input and output embeddings, but BERT's output layer also shares its bias
+    with `cls.predictions.bias`, which stays in the root group; torch 2.13 refuses a parameter seen by two groups.
+    examples/distributed.md documents this; when this test fails, the dependency bug is fixed: update the docs."""
+    for rank in RANKS:
+        record = json.loads((ddp_runs / "fsdp-tacl-bert" / f"rank{rank}.json").read_text())
+        assert "cls.predictions" in record["error"] and "already managed by another FSDP group" in record["error"]
 
 
 def test_a_checkpoint_saved_from_fsdp2_is_the_ordinary_one(ddp_runs, tmp_path):
     """Trainer's save_model calls save_pretrained on the sharded model, whose class FSDP2 swapped for one defined
     in torch: the checkpoint must still name the model's own class and carry the model folder's code."""
     jobs, expected = [], []
-    for method in sorted(FSDP_CONFIGS):
+    for method in FSDP_WORKING:
         checkpoint = ddp_runs / f"fsdp-{method}" / "checkpoint"
         model_class = type(fsdp_model(method))
         config = json.loads((checkpoint / "config.json").read_text())

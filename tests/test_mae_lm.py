@@ -101,6 +101,8 @@ def test_default_positions_share_one_bias_across_the_batch(attn_implementation, 
     rows, length = batch["input_ids"].shape
     shared = encoder.attention_bias(torch.arange(length)[None], batch.get("attention_mask"), torch.float32)
     assert shared.shape == ((rows if padded else 1), config.num_attention_heads, length, length)
+    gathered = []  # the bucket indices each forward looks up
+    encoder.relative_attention_bias.register_forward_hook(lambda module, ids, output: gathered.append(ids[0].shape))
 
     def run(**positions):
         encoder.zero_grad()
@@ -110,10 +112,22 @@ def test_default_positions_share_one_bias_across_the_batch(attn_implementation, 
 
     states, gradients = run()
     per_row_states, per_row_gradients = run(position_ids=torch.arange(length).expand(rows, -1))
+    assert gathered == [(1, length, length), (rows, length, length)]
     torch.testing.assert_close(states, per_row_states)
     assert gradients["relative_attention_bias.weight"].abs().sum() > 0
     for name, gradient in per_row_gradients.items():
         torch.testing.assert_close(gradients[name], gradient, msg=name)
+
+
+def test_masked_lm_takes_one_row_of_positions_for_the_whole_batch():
+    torch.manual_seed(0)
+    model = MaeLmForMaskedLM(tiny_mae_lm_config()).eval()
+    batch = sample_batch(batch_size=3)
+    length = batch["input_ids"].shape[1]
+    with torch.no_grad():
+        one_row = model(**batch, position_ids=torch.arange(length)[None]).logits
+        default = model(**batch).logits
+    torch.testing.assert_close(one_row, default)
 
 
 def test_loss_is_cross_entropy_at_masked_positions():

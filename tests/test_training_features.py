@@ -85,8 +85,11 @@ def test_biphasic_runs_flex_attention_in_both_objectives():
 
 def test_the_tacl_teacher_holds_no_memory_for_backward():
     """Autograd saves nothing while the teacher runs: its activations are freed layer by layer, as in inference.
-    (Only its last states, which the contrastive loss reads, live until the backward.)"""
+    (Only its last states, which the contrastive loss reads, live until the backward.) Its weights are frozen and
+    its input is token ids, so grad mode alone decides: the hook below makes its embeddings' output require a
+    gradient, as `enable_input_require_grads` (PEFT, reentrant checkpointing) does for an encoder's embeddings."""
     model = FAMILIES["tacl"]().train()
+    model.teacher.get_input_embeddings().register_forward_hook(lambda module, inputs, output: output.requires_grad_())
     saved_in = {"teacher": 0, "student": 0}
     running = []
     for name, module in (("teacher", model.teacher), ("student", model.student.base_model)):

@@ -6,6 +6,7 @@ hf_encoders is not installed), so it cannot import a common module. This file is
 folder as `checkpoint_io.py`; `save_pretrained` copies its content into every checkpoint as a plain sibling file.
 """
 
+import sys
 from pathlib import Path
 
 from transformers import PreTrainedConfig
@@ -84,11 +85,10 @@ class CheckpointMixin:
 
 def unsharded_class(model_class: type) -> type:
     """The class FSDP2 derived `model_class` from (its bases are `(FSDPModule, own class)`), else `model_class`."""
-    # Imported here, so that importing a model never loads torch.distributed.
-    from torch.distributed.fsdp import FSDPModule
-
-    if issubclass(model_class, FSDPModule):
-        return next(base for base in model_class.__bases__ if base is not FSDPModule)
+    # Not imported: where nothing imported FSDP nothing is sharded, and some torch builds lack torch.distributed.
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    if fsdp is not None and issubclass(model_class, fsdp.FSDPModule):
+        return next(base for base in model_class.__bases__ if base is not fsdp.FSDPModule)
     return model_class
 
 

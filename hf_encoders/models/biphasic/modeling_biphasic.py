@@ -154,7 +154,7 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
         super().__init__(config)
         self.model = BiphasicEncoder(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        self._label_alignment_checked = False
+        self._label_alignment_checked: set[bool] = set()  # the objectives (is_causal) whose labels passed
         self.post_init()
 
     def language_model_loss(self, input_ids, labels, is_causal, num_items_in_batch=None, **encoder_inputs):
@@ -185,8 +185,8 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
         if labels is None:
             return None, self.lm_head(hidden_states), outputs
         labelled = labels != -100
-        if not self._label_alignment_checked and input_ids is not None:
-            self.check_label_alignment(input_ids, labels, labelled)
+        if is_causal not in self._label_alignment_checked and input_ids is not None:
+            self.check_label_alignment(input_ids, labels, labelled, is_causal)
         if is_causal:
             logits = self.lm_head(hidden_states)
             loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), reduction="sum")
@@ -196,19 +196,21 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
         denominator = num_items_in_batch if num_items_in_batch is not None else labelled.sum().clamp(min=1)
         return loss / denominator, logits, outputs
 
-    def check_label_alignment(self, input_ids, labels, labelled) -> None:
+    def check_label_alignment(self, input_ids, labels, labelled, is_causal: bool) -> None:
         """Refuse labels that all equal their own position's input: what stock DataCollatorForLanguageModeling
         (mlm=False) makes for Llama, which shifts inside the model. Here they would train the identity map (CLM) or
-        predict unmasked tokens (MLM), silently. Checked on the first labelled batch only, because reading the
-        answer makes the host wait for the device; a run keeps its collator."""
+        predict unmasked tokens (MLM), silently. Checked on the first batch with targets of each objective only,
+        because reading the answer makes the host wait for the device; a run keeps its collator."""
         targets = labels[labelled]
-        if targets.numel() and bool((targets == input_ids[labelled]).all()):
+        if not targets.numel():
+            return
+        if bool((targets == input_ids[labelled]).all()):
             raise ValueError(
                 "Every label equals the input token at its own position. Biphasic models expect labels aligned "
                 "with the predicting position: next-token labels for CLM (labels[i] = input_ids[i + 1]) and masked "
                 "inputs for MLM. Use hf_encoders.DataCollatorForBiphasic."
             )
-        self._label_alignment_checked = True
+        self._label_alignment_checked.add(is_causal)
 
     @classmethod
     def from_causal_lm(cls, model_or_path, mask_token_id: int | None = None, **load_kwargs):

@@ -388,7 +388,9 @@ class MaeLmForMaskedLM(MaeLmPreTrainedModel):
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if position_ids is None:
-            position_ids = torch.arange(length, device=input_ids.device).expand(batch_size, -1)
+            position_ids = torch.arange(length, device=input_ids.device)
+        # Compaction gathers each row's kept positions, so every row needs its own (a (1, L) row is broadcast).
+        position_ids = position_ids.expand(batch_size, -1)
 
         keep = self.encoder_input_mask(input_ids, attention_mask)
         encoder_states = self.encode_compacted(input_ids, keep, position_ids, **kwargs)

@@ -68,10 +68,11 @@ class TaclRecipe(Recipe):
 
     def build_tokenizer(self, args, documents):
         # TaCL continues an encoder: only its own vocabulary fits its embeddings.
-        return load_tokenizer(
-            args.tokenizer_name or self.require_init(args),
-            fix="TaCL continues a pretrained encoder: pass --init the folder (or Hub name) of one saved with its tokenizer.",
-        )
+        if args.tokenizer_name:
+            fix = "Pass --tokenizer_name the folder (or Hub name) of the encoder's tokenizer."
+            return load_tokenizer(args.tokenizer_name, fix=fix)
+        fix = "TaCL continues a pretrained encoder: pass --init the folder (or Hub name) of one saved with its tokenizer."
+        return load_tokenizer(self.require_init(args), fix=fix)
 
     def build_dataset(self, args, tokenizer, documents):
         sentences = documents_to_sentences(documents, source_name=args.corpus or "the embedded corpus")
