@@ -26,13 +26,7 @@ METHODS = ("mae_lm", "tacl", "biphasic-clm", "biphasic-mlm")
 LOW_PRECISION = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models on a shared CPU: intra-op threads spin against other processes, one thread is ~20x faster."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def build(method: str):

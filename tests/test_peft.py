@@ -26,14 +26,7 @@ NUM_LABELS = 3
 LENGTH = 12
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These models are tiny: on a shared CPU, intra-op threads spin against other processes and make the
-    Trainer runs ~20x slower than one thread does."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tacl_student_classifier(tmp_path):

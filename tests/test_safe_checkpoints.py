@@ -30,12 +30,7 @@ TORCH_LOADS = {"torch.load", "torch.serialization.load"}
 TORCH_SAVES = {"torch.save", "torch.serialization.save"}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def is_pickle(path: Path) -> bool:

@@ -3,7 +3,7 @@
 The two phases differ only in the attention mask: `is_causal=True` (next-token loss) or False (masked-token loss).
 Everything else is transformers' Llama: `LlamaModel.forward` already builds a bidirectional mask when called with
 `is_causal=False` and passes the flag down to SDPA/flash attention, so this file adds the objective switch, a loss
-whose MLM vocabulary projection runs on labelled positions only, the task heads, the conversion from a causal LM
+whose vocabulary projection runs on labelled positions only, the task heads, the conversion from a causal LM
 and the export to transformers' native EuroBERT. State-dict keys are exactly LlamaForCausalLM's (`model.embed_tokens`,
 `model.layers.N...`, `model.norm`, `lm_head`), so Llama, SmolLM2, Mistral and Qwen2 checkpoints load unchanged.
 
@@ -158,14 +158,10 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
         self.post_init()
 
     def language_model_loss(self, input_ids, labels, is_causal, num_items_in_batch=None, **encoder_inputs):
-        """(loss, logits, encoder outputs). The loss is summed and divided by Trainer's `num_items_in_batch` when
-        given, else by this batch's labelled count (so a batch without targets gives 0, not NaN).
-
-        MLM projects onto the vocabulary only where a label is set: `logits` is then (number of labelled positions,
-        vocab) in row-major order, and the projection costs the masked fraction of what it would on every position.
-        CLM labels cover every position but each document's last, so CLM projects every position, as Llama does:
-        `logits` is (batch, length, vocab) and no shape depends on the data, so nothing waits for the GPU.
-        """
+        """(loss, logits, encoder outputs). With labels, the vocabulary projection runs only where a label is
+        set and `logits` is (number of labelled positions, vocab) in row-major order; without, it covers every
+        position. The loss is summed and divided by Trainer's `num_items_in_batch` when given, else by this
+        batch's labelled count (so a batch without targets gives 0, not NaN)."""
         if labels is not None:
             shape = (input_ids if input_ids is not None else encoder_inputs["inputs_embeds"]).shape[:2]
             if labels.shape != shape:
@@ -187,12 +183,8 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
         labelled = labels != -100
         if is_causal not in self._label_alignment_checked and input_ids is not None:
             self.check_label_alignment(input_ids, labels, labelled, is_causal)
-        if is_causal:
-            logits = self.lm_head(hidden_states)
-            loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), reduction="sum")
-        else:
-            logits = self.lm_head(hidden_states[labelled])
-            loss = nn.functional.cross_entropy(logits.float(), labels[labelled], reduction="sum")
+        logits = self.lm_head(hidden_states[labelled])
+        loss = nn.functional.cross_entropy(logits.float(), labels[labelled], reduction="sum")
         denominator = num_items_in_batch if num_items_in_batch is not None else labelled.sum().clamp(min=1)
         return loss / denominator, logits, outputs
 

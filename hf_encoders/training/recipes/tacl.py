@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import torch
-from transformers import AutoTokenizer, PreTrainedTokenizerBase, TrainerCallback
+from transformers import PreTrainedTokenizerBase, TrainerCallback
 
 from ...data.sentence_pairs import build_sentence_pairs
 from ...data.sentences import documents_to_sentences
@@ -57,7 +57,7 @@ def export_student(
         if tokenizer is None:
             raise ValueError(f"{checkpoint} holds no tokenizer and does not name its initial encoder; pass the tokenizer.")
     if not isinstance(tokenizer, PreTrainedTokenizerBase):
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer)
+        tokenizer = load_tokenizer(tokenizer, fix="Pass the tokenizer of the encoder TaCL started from.")
     model.save_student(output_dir, tokenizer=tokenizer)
     return Path(output_dir)
 

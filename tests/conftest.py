@@ -1,0 +1,14 @@
+"""Fixtures shared by several test modules."""
+
+import pytest
+import torch
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models on a shared CPU: intra-op threads spin against other processes, and a module of Trainer runs
+    is ~20x faster on one thread. Modules opt in with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
