@@ -84,7 +84,9 @@ def mae_lm_flops(model, batch) -> float:
     masked, (rows, length) = labelled(batch), batch["input_ids"].shape
     kept_length = length - masked // rows
     encoder = stack_flops(model.mae_lm, rows * kept_length, kept_length, config.num_hidden_layers, config.hidden_size)
-    decoder = stack_flops(model.decoder, rows * length, length, config.decoder_num_hidden_layers, config.decoder_hidden_size)
+    decoder = stack_flops(
+        model.decoder, rows * length, length, config.decoder_num_hidden_layers, config.decoder_hidden_size
+    )
     head = 2 * (config.decoder_hidden_size * config.hidden_size + config.hidden_size * config.vocab_size) * masked
     return 3 * (encoder + decoder + head)
 
@@ -118,53 +120,91 @@ def sentence_pair_batch(settings, vocab: int) -> dict:
 
 def causal_batch(settings, vocab: int, shifted: bool) -> dict:
     """Llama shifts labels inside the model; the biphasic collator has already shifted them."""
-    ids = torch.randint(FIRST_REAL_ID, vocab, (settings.batch, settings.length), generator=torch.Generator().manual_seed(0))
+    ids = torch.randint(
+        FIRST_REAL_ID, vocab, (settings.batch, settings.length), generator=torch.Generator().manual_seed(0)
+    )
     if not shifted:
         return {"input_ids": ids, "labels": ids.clone()}
-    return {"input_ids": ids, "labels": torch.cat([ids[:, 1:], torch.full_like(ids[:, :1], -100)], dim=1), "objective": "clm"}
+    return {
+        "input_ids": ids,
+        "labels": torch.cat([ids[:, 1:], torch.full_like(ids[:, :1], -100)], dim=1),
+        "objective": "clm",
+    }
 
 
 def comparisons(settings) -> list[Comparison]:
     bert_vocab, llama_vocab = 30522, 32768
     encoder = dict(
-        hidden_size=settings.hidden, num_hidden_layers=settings.layers, num_attention_heads=settings.hidden // 64,
+        hidden_size=settings.hidden,
+        num_hidden_layers=settings.layers,
+        num_attention_heads=settings.hidden // 64,
         intermediate_size=4 * settings.hidden,
     )
-    bert = BertConfig(vocab_size=bert_vocab, pad_token_id=PAD_ID, max_position_embeddings=max(512, settings.length), **encoder)
+    bert = BertConfig(
+        vocab_size=bert_vocab, pad_token_id=PAD_ID, max_position_embeddings=max(512, settings.length), **encoder
+    )
     mae_lm = MaeLmConfig(
-        vocab_size=bert_vocab, pad_token_id=PAD_ID, mask_token_id=MASK_ID, max_position_embeddings=max(512, settings.length),
-        decoder_num_hidden_layers=max(1, settings.layers // 3), **encoder,
+        vocab_size=bert_vocab,
+        pad_token_id=PAD_ID,
+        mask_token_id=MASK_ID,
+        max_position_embeddings=max(512, settings.length),
+        decoder_num_hidden_layers=max(1, settings.layers // 3),
+        **encoder,
     )
     llama = dict(
-        vocab_size=llama_vocab, hidden_size=settings.hidden, num_hidden_layers=settings.layers,
-        num_attention_heads=settings.hidden // 64, num_key_value_heads=settings.hidden // 64,
-        intermediate_size=4 * settings.hidden, max_position_embeddings=max(2048, settings.length),
-        pad_token_id=PAD_ID, bos_token_id=1, eos_token_id=2,
+        vocab_size=llama_vocab,
+        hidden_size=settings.hidden,
+        num_hidden_layers=settings.layers,
+        num_attention_heads=settings.hidden // 64,
+        num_key_value_heads=settings.hidden // 64,
+        intermediate_size=4 * settings.hidden,
+        max_position_embeddings=max(2048, settings.length),
+        pad_token_id=PAD_ID,
+        bos_token_id=1,
+        eos_token_id=2,
     )
     result = [
-        Comparison("TaCL vs BertForPreTraining", 0.85,
-                   lambda: TaclForPreTraining(TaclConfig(student_config=bert.to_dict())), lambda: BertForPreTraining(bert),
-                   lambda: sentence_pair_batch(settings, bert_vocab), lambda: sentence_pair_batch(settings, bert_vocab),
-                   tacl_flops),
+        Comparison(
+            "TaCL vs BertForPreTraining",
+            0.85,
+            lambda: TaclForPreTraining(TaclConfig(student_config=bert.to_dict())),
+            lambda: BertForPreTraining(bert),
+            lambda: sentence_pair_batch(settings, bert_vocab),
+            lambda: sentence_pair_batch(settings, bert_vocab),
+            tacl_flops,
+        ),
     ]
     for probability, target in ((0.15, 1.0), (0.40, 0.85)):
-        result.append(Comparison(
-            f"MAE-LM vs BertForMaskedLM, {probability:.0%} masked", target,
-            lambda: MaeLmForMaskedLM(mae_lm), lambda: BertForMaskedLM(bert),
-            lambda p=probability: masked_batch(settings, bert_vocab, p), lambda p=probability: masked_batch(settings, bert_vocab, p),
-            mae_lm_flops,
-        ))
+        result.append(
+            Comparison(
+                f"MAE-LM vs BertForMaskedLM, {probability:.0%} masked",
+                target,
+                lambda: MaeLmForMaskedLM(mae_lm),
+                lambda: BertForMaskedLM(bert),
+                lambda p=probability: masked_batch(settings, bert_vocab, p),
+                lambda p=probability: masked_batch(settings, bert_vocab, p),
+                mae_lm_flops,
+            )
+        )
     result += [
-        Comparison("biphasic MLM vs EuroBertForMaskedLM, 40% masked", 0.8,
-                   lambda: BiphasicEncoderForPreTraining(BiphasicConfig(mask_token_id=MASK_ID, objective="mlm", **llama)),
-                   lambda: EuroBertForMaskedLM(EuroBertConfig(mask_token_id=MASK_ID, **llama)),
-                   lambda: masked_batch(settings, llama_vocab, 0.4), lambda: masked_batch(settings, llama_vocab, 0.4),
-                   biphasic_flops),
-        Comparison("biphasic CLM vs LlamaForCausalLM", 1.0,
-                   lambda: BiphasicEncoderForPreTraining(BiphasicConfig(mask_token_id=MASK_ID, objective="clm", **llama)),
-                   lambda: LlamaForCausalLM(LlamaConfig(**llama)),
-                   lambda: causal_batch(settings, llama_vocab, shifted=True), lambda: causal_batch(settings, llama_vocab, shifted=False),
-                   biphasic_flops),
+        Comparison(
+            "biphasic MLM vs EuroBertForMaskedLM, 40% masked",
+            0.8,
+            lambda: BiphasicEncoderForPreTraining(BiphasicConfig(mask_token_id=MASK_ID, objective="mlm", **llama)),
+            lambda: EuroBertForMaskedLM(EuroBertConfig(mask_token_id=MASK_ID, **llama)),
+            lambda: masked_batch(settings, llama_vocab, 0.4),
+            lambda: masked_batch(settings, llama_vocab, 0.4),
+            biphasic_flops,
+        ),
+        Comparison(
+            "biphasic CLM vs LlamaForCausalLM",
+            1.0,
+            lambda: BiphasicEncoderForPreTraining(BiphasicConfig(mask_token_id=MASK_ID, objective="clm", **llama)),
+            lambda: LlamaForCausalLM(LlamaConfig(**llama)),
+            lambda: causal_batch(settings, llama_vocab, shifted=True),
+            lambda: causal_batch(settings, llama_vocab, shifted=False),
+            biphasic_flops,
+        ),
     ]
     return result
 
@@ -262,10 +302,14 @@ def run(comparison: Comparison, settings) -> Result:
         anchor_times.append(anchor())
         anchor_peak = anchor.peak_memory_gib()
     return Result(
-        statistics.median(ours_times), statistics.median(anchor_times),
+        statistics.median(ours_times),
+        statistics.median(anchor_times),
         statistics.median([mine / theirs for mine, theirs in zip(ours_times, anchor_times)]),
         comparison.useful_flops(ours.model, ours.batch),
-        ours.saved_for_backward_mib(), anchor.saved_for_backward_mib(), ours_peak, anchor_peak,
+        ours.saved_for_backward_mib(),
+        anchor.saved_for_backward_mib(),
+        ours_peak,
+        anchor_peak,
     )
 
 
@@ -283,11 +327,15 @@ def main() -> None:
 
     tokens = settings.batch * settings.length
     peak = gemm_peak_flops(settings)
-    print(f"{settings.layers} layers x {settings.hidden}, batch {settings.batch} x {settings.length}, {settings.device}, "
-          f"{settings.dtype}, torch threads {torch.get_num_threads()}, median of {settings.repeats}; "
-          f"measured GEMM peak {peak / 1e9:,.1f} GFLOP/s")
-    print("| comparison | ours s/step | anchor s/step | ours tokens/s | ratio | target | met | useful GFLOP/s "
-          "| of GEMM peak | saved for backward MiB, ours / anchor | peak GiB, ours / anchor |")
+    print(
+        f"{settings.layers} layers x {settings.hidden}, batch {settings.batch} x {settings.length}, {settings.device}, "
+        f"{settings.dtype}, torch threads {torch.get_num_threads()}, median of {settings.repeats}; "
+        f"measured GEMM peak {peak / 1e9:,.1f} GFLOP/s"
+    )
+    print(
+        "| comparison | ours s/step | anchor s/step | ours tokens/s | ratio | target | met | useful GFLOP/s "
+        "| of GEMM peak | saved for backward MiB, ours / anchor | peak GiB, ours / anchor |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for comparison in comparisons(settings):
         if settings.only and settings.only not in comparison.name:
@@ -295,11 +343,16 @@ def main() -> None:
         result = run(comparison, settings)
         ratio = result.ratio
         useful = result.useful_flops / result.ours_seconds
-        peak_memory = "-" if result.ours_peak_gib is None else f"{result.ours_peak_gib:.2f} / {result.anchor_peak_gib:.2f}"
-        print(f"| {comparison.name} | {result.ours_seconds:.3f} | {result.anchor_seconds:.3f} | "
-              f"{tokens / result.ours_seconds:,.0f} | {ratio:.2f} | <= {comparison.target} | "
-              f"{'yes' if ratio <= comparison.target else 'NO'} | {useful / 1e9:,.1f} | {useful / peak:.2f} | "
-              f"{result.ours_saved_mib:,.0f} / {result.anchor_saved_mib:,.0f} | {peak_memory} |", flush=True)
+        peak_memory = (
+            "-" if result.ours_peak_gib is None else f"{result.ours_peak_gib:.2f} / {result.anchor_peak_gib:.2f}"
+        )
+        print(
+            f"| {comparison.name} | {result.ours_seconds:.3f} | {result.anchor_seconds:.3f} | "
+            f"{tokens / result.ours_seconds:,.0f} | {ratio:.2f} | <= {comparison.target} | "
+            f"{'yes' if ratio <= comparison.target else 'NO'} | {useful / 1e9:,.1f} | {useful / peak:.2f} | "
+            f"{result.ours_saved_mib:,.0f} / {result.anchor_saved_mib:,.0f} | {peak_memory} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

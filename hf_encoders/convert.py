@@ -6,7 +6,9 @@ import argparse
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hf-encoders convert", description=__doc__.splitlines()[0])
-    parser.add_argument("--from-causal-lm", required=True, metavar="PATH", help="causal LM folder, Hub name or .gguf file")
+    parser.add_argument(
+        "--from-causal-lm", required=True, metavar="PATH", help="causal LM folder, Hub name or .gguf file"
+    )
     parser.add_argument("output_dir")
     args = parser.parse_args(argv)
     from .training.conversion import convert_causal_lm

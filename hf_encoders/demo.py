@@ -43,16 +43,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--vocab-size", type=int, default=4000)
     parser.add_argument("--finetune-examples", type=int, default=4000)
     parser.add_argument("--finetune-epochs", type=float, default=5)
-    parser.add_argument("--methods", default=",".join(label for label, _, _ in RUNS), help="comma-separated subset of the runs")
+    parser.add_argument(
+        "--methods", default=",".join(label for label, _, _ in RUNS), help="comma-separated subset of the runs"
+    )
     parser.add_argument("--seed", type=int, default=0)
     return parser
 
 
 def training_arguments(output_dir: Path, settings, **overrides) -> TrainingArguments:
     defaults = dict(
-        output_dir=str(output_dir), per_device_train_batch_size=settings.batch_size, learning_rate=1e-3,
-        warmup_steps=0.1, weight_decay=0.01, logging_steps=10, save_strategy="no", report_to="none",
-        dataloader_pin_memory=False, seed=settings.seed,
+        output_dir=str(output_dir),
+        per_device_train_batch_size=settings.batch_size,
+        learning_rate=1e-3,
+        warmup_steps=0.1,
+        weight_decay=0.01,
+        logging_steps=10,
+        save_strategy="no",
+        report_to="none",
+        dataloader_pin_memory=False,
+        seed=settings.seed,
     )
     return TrainingArguments(**{**defaults, **overrides})
 
@@ -68,7 +77,10 @@ def pretrain_all(settings, tokenizer_dir: Path, labels: list[str]) -> dict[str, 
         print(f"\n=== pre-training {label} ({settings.steps} steps) ===", flush=True)
         init = runs[extra["init"]]["path"] if extra.get("init") else None
         args = PretrainArguments(
-            method=method, tokenizer_name=str(tokenizer_dir), block_size=settings.block_size, model_size="tiny",
+            method=method,
+            tokenizer_name=str(tokenizer_dir),
+            block_size=settings.block_size,
+            model_size="tiny",
             **{**extra, "init": init},
         )
         result = pretrain(args, training_arguments(output_dir, settings, max_steps=settings.steps))
@@ -96,13 +108,23 @@ def word_order_task(sentences: list[str], seed: int) -> Dataset:
 def finetune(path: str, task: Dataset, settings) -> float:
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2, trust_remote_code=True)
-    encoded = task.map(lambda batch: tokenizer(batch["text"], truncation=True, max_length=settings.block_size), batched=True)
+    encoded = task.map(
+        lambda batch: tokenizer(batch["text"], truncation=True, max_length=settings.block_size), batched=True
+    )
     split = encoded.train_test_split(test_size=0.25, seed=settings.seed)
     trainer = Trainer(
         model=model,
-        args=training_arguments(Path(path) / "finetune", settings, num_train_epochs=settings.finetune_epochs, learning_rate=5e-4,
-                                eval_strategy="no", per_device_eval_batch_size=64),
-        train_dataset=split["train"], eval_dataset=split["test"], processing_class=tokenizer,
+        args=training_arguments(
+            Path(path) / "finetune",
+            settings,
+            num_train_epochs=settings.finetune_epochs,
+            learning_rate=5e-4,
+            eval_strategy="no",
+            per_device_eval_batch_size=64,
+        ),
+        train_dataset=split["train"],
+        eval_dataset=split["test"],
+        processing_class=tokenizer,
         compute_metrics=classification_metrics,
     )
     trainer.train()
@@ -123,18 +145,28 @@ def write_report(settings, runs: dict, analysis: dict, accuracies: dict) -> Path
             f"{layers['effective_rank'][-1]} / {layers['effective_rank_with_mask'][-1]} (of {layers['hidden_size']}) |"
         )
     tokens = settings.steps * settings.batch_size * settings.block_size
-    text = "\n".join([
-        "# hf-encoders demo", "",
-        f"Every method pre-trained for {settings.steps} steps × {settings.batch_size} × {settings.block_size} tokens "
-        f"(about {tokens:,} tokens) on English prose embedded from Python's documentation, tiny models, CPU.",
-        "TaCL continues from the MLM baseline. The downstream task tells intact corpus sentences from word-shuffled "
-        "ones (accuracy on a held-out 25% of the labelled examples; chance is 0.5).", "",
-        *rows, "",
-        "Self-similarity is TaCL's Eq. 3 (lower = more discriminative tokens); effective rank is MAE-LM's rank at "
-        "τ = 0.9 of the real-token representations.", "",
-        "![loss curves](loss_curves.png)", "", "![per-layer diagnostics](analysis/layer_curves.png)", "",
-        *[f"![{label} similarity](analysis/similarity_{label}.png)" for label in runs], "",
-    ])
+    text = "\n".join(
+        [
+            "# hf-encoders demo",
+            "",
+            f"Every method pre-trained for {settings.steps} steps × {settings.batch_size} × {settings.block_size} tokens "
+            f"(about {tokens:,} tokens) on English prose embedded from Python's documentation, tiny models, CPU.",
+            "TaCL continues from the MLM baseline. The downstream task tells intact corpus sentences from word-shuffled "
+            "ones (accuracy on a held-out 25% of the labelled examples; chance is 0.5).",
+            "",
+            *rows,
+            "",
+            "Self-similarity is TaCL's Eq. 3 (lower = more discriminative tokens); effective rank is MAE-LM's rank at "
+            "τ = 0.9 of the real-token representations.",
+            "",
+            "![loss curves](loss_curves.png)",
+            "",
+            "![per-layer diagnostics](analysis/layer_curves.png)",
+            "",
+            *[f"![{label} similarity](analysis/similarity_{label}.png)" for label in runs],
+            "",
+        ]
+    )
     path = settings.output_dir / "REPORT.md"
     path.write_text(text)
     return path
@@ -152,14 +184,24 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer_dir = settings.output_dir / "tokenizer"
     train_wordpiece_tokenizer(documents["text"], vocab_size=settings.vocab_size).save_pretrained(tokenizer_dir)
     runs = pretrain_all(settings, tokenizer_dir, labels)
-    plot_loss_curves({label: run["log_history"] for label, run in runs.items()}, settings.output_dir / "loss_curves.png")
+    plot_loss_curves(
+        {label: run["log_history"] for label, run in runs.items()}, settings.output_dir / "loss_curves.png"
+    )
 
     print("\n=== analysis ===", flush=True)
     paths = [run["path"] for run in runs.values()]
-    analyze([
-        *paths, "--labels", *runs, "--output-dir", str(settings.output_dir / "analysis"), "--max-sentences", "400",
-        "--trust-remote-code",
-    ])
+    analyze(
+        [
+            *paths,
+            "--labels",
+            *runs,
+            "--output-dir",
+            str(settings.output_dir / "analysis"),
+            "--max-sentences",
+            "400",
+            "--trust-remote-code",
+        ]
+    )
     analysis = json.loads((settings.output_dir / "analysis" / "report.json").read_text())
 
     task = word_order_task(corpus_sentences(None, settings.finetune_examples), settings.seed)

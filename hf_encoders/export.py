@@ -29,7 +29,9 @@ EXPORTERS = {"tacl": export_student, "biphasic": export_biphasic}
 def read_config(checkpoint: str) -> dict:
     config_file = Path(checkpoint) / "config.json"
     if not config_file.exists():
-        raise ValueError(f"{checkpoint}: no config.json; pass a folder written by save_pretrained or hf-encoders pretrain.")
+        raise ValueError(
+            f"{checkpoint}: no config.json; pass a folder written by save_pretrained or hf-encoders pretrain."
+        )
     return json.loads(config_file.read_text())
 
 

@@ -17,13 +17,17 @@ from torch import nn
 
 # Module names (suffixes, peft's convention) that LoRA adapts by default, per `config.model_type`.
 LORA_TARGET_MODULES: dict[str, list[str]] = {
-    "mae_lm": ["q_proj", "v_proj"],  # MaeLmAttention; the pre-training decoder (dropped at fine-tuning) shares the names
+    "mae_lm": [
+        "q_proj",
+        "v_proj",
+    ],  # MaeLmAttention; the pre-training decoder (dropped at fine-tuning) shares the names
     "biphasic": PEFT_TARGETS["llama"],  # the Llama decoder layer: q_proj, v_proj
     "bert": PEFT_TARGETS["bert"],  # TaCL's default student: query, value
     "roberta": PEFT_TARGETS["roberta"],
     "modernbert": ["Wqkv"],  # a TaCL student peft has no default for: the fused query/key/value projection
     "eurobert": PEFT_TARGETS["llama"],  # what BiphasicPreTrainedModel.to_eurobert exports to
 }
+
 
 def lora_target_modules(model_type: str) -> list[str]:
     """The default LoRA targets for a model type: this package's table, then peft's own mapping."""
@@ -32,7 +36,8 @@ def lora_target_modules(model_type: str) -> list[str]:
         hint = (
             " TaCL trains a plain student: save it with TaclForPreTraining.save_student, load it with "
             "AutoModelForSequenceClassification and call lora_config on that."
-            if model_type == "tacl" else ""
+            if model_type == "tacl"
+            else ""
         )
         raise ValueError(
             f"No default LoRA target modules for model type {model_type!r} (known: "
@@ -52,7 +57,9 @@ def head_modules(model: nn.Module) -> list[str]:
     base = getattr(model, "base_model", model)
     if base is model:  # a base model, or a module that does not say which part is its encoder
         return []
-    names = [name for name, child in model.named_children() if child is not base and any(True for _ in child.parameters())]
+    names = [
+        name for name, child in model.named_children() if child is not base and any(True for _ in child.parameters())
+    ]
     for name in names:
         clashes = [key for key, _ in base.named_modules() if key.endswith(name)]
         if clashes:

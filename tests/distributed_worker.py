@@ -62,9 +62,18 @@ def training_arguments(output_dir, per_device: int = 2, accumulation: int = 1, *
     """Under torchrun add ddp_backend="gloo" (accelerate would take MPI on a torch built with it); in a single
     process leave it out: there a backend makes accelerate look for a process group that does not exist."""
     return TrainingArguments(
-        output_dir=str(output_dir), max_steps=MAX_STEPS, logging_steps=1, save_strategy="no",
-        per_device_train_batch_size=per_device, gradient_accumulation_steps=accumulation,
-        learning_rate=1e-3, report_to="none", use_cpu=True, seed=0, dataloader_pin_memory=False, disable_tqdm=True,
+        output_dir=str(output_dir),
+        max_steps=MAX_STEPS,
+        logging_steps=1,
+        save_strategy="no",
+        per_device_train_batch_size=per_device,
+        gradient_accumulation_steps=accumulation,
+        learning_rate=1e-3,
+        report_to="none",
+        use_cpu=True,
+        seed=0,
+        dataloader_pin_memory=False,
+        disable_tqdm=True,
         **overrides,
     )
 
@@ -175,15 +184,36 @@ def cli_pretrain(init: str, output_dir: Path, rank: int) -> None:
         def wrapper(*args, **kwargs):
             calls.append(name)
             return function(*args, **kwargs)
+
         return wrapper
 
     pretrain_module.plot_loss_curves = recorded("loss_curve", pretrain_module.plot_loss_curves)
     pretrain_module.write_model_card = recorded("model_card", pretrain_module.write_model_card)
     TaclRecipe.export_encoder = recorded("export_student", TaclRecipe.export_encoder)
     argv = [
-        "--method", "tacl", "--init", init, "--max_documents", "40", "--block_size", "32",
-        "--output_dir", str(output_dir / "cli" / "run"), "--max_steps", "2", "--per_device_train_batch_size", "2",
-        "--save_strategy", "no", "--report_to", "none", "--use_cpu", "--ddp_backend", "gloo", "--disable_tqdm", "true",
+        "--method",
+        "tacl",
+        "--init",
+        init,
+        "--max_documents",
+        "40",
+        "--block_size",
+        "32",
+        "--output_dir",
+        str(output_dir / "cli" / "run"),
+        "--max_steps",
+        "2",
+        "--per_device_train_batch_size",
+        "2",
+        "--save_strategy",
+        "no",
+        "--report_to",
+        "none",
+        "--use_cpu",
+        "--ddp_backend",
+        "gloo",
+        "--disable_tqdm",
+        "true",
     ]
     try:
         pretrain_module.main(argv)
@@ -215,14 +245,24 @@ def fsdp_model(method: str) -> torch.nn.Module:
     if method == "biphasic":
         return BiphasicEncoderForPreTraining(tiny_biphasic_config(objective="clm"))
     shape = dict(
-        vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-        max_position_embeddings=64, pad_token_id=0,
+        vocab_size=VOCAB_SIZE,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        pad_token_id=0,
     )
     if method == "tacl-bert":
         student = BertConfig(**shape, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     else:  # ModernBERT has no dropout by default
         student = ModernBertConfig(
-            **shape, cls_token_id=2, sep_token_id=3, bos_token_id=2, eos_token_id=3, local_attention=8,
+            **shape,
+            cls_token_id=2,
+            sep_token_id=3,
+            bos_token_id=2,
+            eos_token_id=3,
+            local_attention=8,
             global_attn_every_n_layers=2,
         )
     return TaclForPreTraining(tiny_tacl_config(student))

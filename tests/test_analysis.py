@@ -61,7 +61,11 @@ def tokenizer() -> PreTrainedTokenizerFast:
 
 
 SHAPE = dict(
-    vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+    vocab_size=VOCAB_SIZE,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
     pad_token_id=0,
 )
 CONFIGS = {
@@ -308,9 +312,17 @@ def test_token_similarity_matrix_of_one_sentence(tokenizer):
 
 def fake_report(name: str, offset: int) -> LayerwiseReport:
     return LayerwiseReport(
-        model=name, hidden_size=32, sentences=10, real_tokens=80, mask_tokens=12, rank_threshold=0.9,
-        self_similarity=[0.2, 0.4, 0.5], isotropy=[0.1, 0.3, 0.35], effective_rank=[20 - offset, 15, 12],
-        effective_rank_with_mask=[21, 19, 18 - offset], mask_effective_rank=[1, 4 + offset, 9],
+        model=name,
+        hidden_size=32,
+        sentences=10,
+        real_tokens=80,
+        mask_tokens=12,
+        rank_threshold=0.9,
+        self_similarity=[0.2, 0.4, 0.5],
+        isotropy=[0.1, 0.3, 0.35],
+        effective_rank=[20 - offset, 15, 12],
+        effective_rank_with_mask=[21, 19, 18 - offset],
+        mask_effective_rank=[1, 4 + offset, 9],
     )
 
 
@@ -332,10 +344,9 @@ def test_plots_are_written_and_not_empty(tmp_path):
 
 def test_atomic_output_publishes_only_complete_files(tmp_path):
     target = tmp_path / "report.json"
-    with pytest.raises(RuntimeError):
-        with atomic_output(target) as temporary:
-            temporary.write_text("{half")
-            raise RuntimeError("crash mid-write")
+    with pytest.raises(RuntimeError), atomic_output(target) as temporary:
+        temporary.write_text("{half")
+        raise RuntimeError("crash mid-write")
     assert os.listdir(tmp_path) == []
     with atomic_output(target) as temporary:
         temporary.write_text("{}")
@@ -357,10 +368,22 @@ def test_analyze_command_writes_report_and_plots(tmp_path, tokenizer):
     corpus.write_text("The cat sat on the mat. A dog ran in the park.\n\nBirds sing. The old man and the sea.\n")
     output = tmp_path / "analysis"
 
-    status = analyze([
-        str(tmp_path / "bert"), str(tmp_path / "mae_lm"), "--corpus", str(corpus), "--output-dir", str(output),
-        "--batch-size", "3", "--max-sentences", "3", "--device", "cpu",
-    ])
+    status = analyze(
+        [
+            str(tmp_path / "bert"),
+            str(tmp_path / "mae_lm"),
+            "--corpus",
+            str(corpus),
+            "--output-dir",
+            str(output),
+            "--batch-size",
+            "3",
+            "--max-sentences",
+            "3",
+            "--device",
+            "cpu",
+        ]
+    )
 
     assert status == 0
     written = json.loads((output / "report.json").read_text())
@@ -380,7 +403,15 @@ def test_analyze_command_takes_labels_and_checks_their_count(tmp_path, tokenizer
     tokenizer.save_pretrained(tmp_path / "student")
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("The cat sat on the mat. A dog ran in the park.\n")
-    common = [str(tmp_path / "student"), "--corpus", str(corpus), "--output-dir", str(tmp_path / "out"), "--device", "cpu"]
+    common = [
+        str(tmp_path / "student"),
+        "--corpus",
+        str(corpus),
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--device",
+        "cpu",
+    ]
     assert analyze([*common, "--labels", "tacl"]) == 0
     assert json.loads((tmp_path / "out" / "report.json").read_text())["models"][0]["model"] == "tacl"
     assert_png(tmp_path / "out" / "similarity_tacl.png")

@@ -107,7 +107,9 @@ def test_the_biphasic_clm_collator_needs_no_mask_token():
 def test_config_and_tokenizer_must_agree_on_the_mask_id(family, tokenizer_mask):
     model = PRE_TRAINING[family](mask_token_id=MASK_TOKEN_ID + 3)
     tokenizer = tiny_tokenizer() if tokenizer_mask == "other id" else tokenizer_without_mask()
-    message = rf"config.mask_token_id \({MASK_TOKEN_ID + 3}\) differs.*set config.mask_token_id = tokenizer.mask_token_id"
+    message = (
+        rf"config.mask_token_id \({MASK_TOKEN_ID + 3}\) differs.*set config.mask_token_id = tokenizer.mask_token_id"
+    )
     with pytest.raises(ValueError, match=message):
         check_mask_token(model, tokenizer)
     model.config.mask_token_id = tokenizer.mask_token_id
@@ -124,7 +126,7 @@ def test_biphasic_masked_lm_training_needs_a_mask_token_id(model_class):
     model = model_class(tiny_biphasic_config(mask_token_id=None))
     batch = sample_batch()
     labels = torch.where(batch["input_ids"] == MASK_TOKEN_ID, 7, -100)
-    with pytest.raises(ValueError, match="needs config.mask_token_id.*prepare_tokenizer.*fit_model_to_tokenizer"):
+    with pytest.raises(ValueError, match=r"needs config.mask_token_id.*prepare_tokenizer.*fit_model_to_tokenizer"):
         model(**batch, labels=labels)
     assert model(**batch).logits.shape[-1] == VOCAB_SIZE  # inference needs no mask id
     if model_class is BiphasicEncoderForPreTraining:  # nor does the CLM phase of a converted causal LM
@@ -157,11 +159,19 @@ def test_the_bare_encoders_refuse_a_sequence_longer_than_the_position_table(mode
 def test_a_roberta_student_counts_its_position_offset():
     """RoBERTa's positions start after the padding index: 80 embeddings with pad 1 hold 78 tokens."""
     student = RobertaConfig(
-        vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
-        max_position_embeddings=80, pad_token_id=1, type_vocab_size=1,
+        vocab_size=VOCAB_SIZE,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=80,
+        pad_token_id=1,
+        type_vocab_size=1,
     )
     model = TaclForPreTraining(tiny_tacl_config(student)).eval()
-    with pytest.raises(ValueError, match="Sequence length 79 exceeds the roberta student's position table.*at most 78"):
+    with pytest.raises(
+        ValueError, match=r"Sequence length 79 exceeds the roberta student's position table.*at most 78"
+    ):
         model(input_ids=torch.full((1, 79), 5))
     with torch.no_grad():
         assert torch.isfinite(model(input_ids=torch.full((1, 78), 5)).logits).all()
@@ -176,7 +186,11 @@ def test_labels_of_the_wrong_shape_are_refused(family, shape):
         model, kwargs, extra = BiphasicEncoderForMaskedLM(tiny_biphasic_config()), {}, {}
     else:
         name, _, objective = family.partition("-")
-        model, kwargs, extra = PRE_TRAINING[name](), {"objective": objective} if objective else {}, extra_inputs(name, 2)
+        model, kwargs, extra = (
+            PRE_TRAINING[name](),
+            {"objective": objective} if objective else {},
+            extra_inputs(name, 2),
+        )
     message = r"labels must have the shape of (input_ids|the input \(batch, length\) =) \(2, 12\), got"
     with pytest.raises(ValueError, match=message):
         model(**batch, labels=labels, **kwargs, **extra)
@@ -190,7 +204,10 @@ BERT_STUDENT = dict(vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=1, 
 @pytest.mark.parametrize(
     "build,message",
     [
-        (lambda: tiny_mae_lm_config(num_attention_heads=5), "hidden_size/num_attention_heads: 32 is not divisible by 5"),
+        (
+            lambda: tiny_mae_lm_config(num_attention_heads=5),
+            "hidden_size/num_attention_heads: 32 is not divisible by 5",
+        ),
         (
             lambda: tiny_mae_lm_config(decoder_num_attention_heads=3),
             "decoder_hidden_size/decoder_num_attention_heads: 32 is not divisible by 3",
@@ -242,15 +259,29 @@ def test_an_explicit_biphasic_head_dim_need_not_divide_the_hidden_size():
         ),
         (lambda: PhaseScheduleCallback.from_string("clm:0.25,nsp:0.75"), "Unknown objective 'nsp' .*; use clm or mlm"),
         (lambda: PhaseScheduleCallback([("mlm", 1.0), ("MLM", 0.0)]), "Unknown objective 'MLM'"),
-        (lambda: PhaseScheduleCallback.from_string("clm:0.25,mlm:0.5"), r"fractions must sum to 1 \(they cover max_steps\), got 0.75"),
+        (
+            lambda: PhaseScheduleCallback.from_string("clm:0.25,mlm:0.5"),
+            r"fractions must sum to 1 \(they cover max_steps\), got 0.75",
+        ),
         (lambda: PhaseScheduleCallback.from_string("clm:0.5,mlm:0.6"), "phase fractions must sum to 1 .*got 1.1"),
         (lambda: PhaseScheduleCallback.from_string("clm:0,mlm:1"), r"must have a fraction of max_steps in \(0, 1\]"),
-        (lambda: PhaseScheduleCallback.from_string("clm,mlm"), "Phase 'clm' is not OBJECTIVE:FRACTION; write e.g. 'clm:0.25"),
+        (
+            lambda: PhaseScheduleCallback.from_string("clm,mlm"),
+            "Phase 'clm' is not OBJECTIVE:FRACTION; write e.g. 'clm:0.25",
+        ),
         (lambda: PhaseScheduleCallback.from_string(" , "), r"needs at least one phase, e.g. \[\('clm', 0.25\)"),
     ],
     ids=[
-        "config", "forward", "collator", "schedule-string", "schedule-case", "sum-short", "sum-over", "zero-fraction",
-        "syntax", "empty",
+        "config",
+        "forward",
+        "collator",
+        "schedule-string",
+        "schedule-case",
+        "sum-short",
+        "sum-over",
+        "zero-fraction",
+        "syntax",
+        "empty",
     ],
 )
 def test_unknown_objectives_and_bad_phase_schedules_are_refused(call, message):
@@ -262,10 +293,19 @@ def test_unknown_objectives_and_bad_phase_schedules_are_refused(call, message):
 
 
 def tiny_llama_folder(path):
-    LlamaForCausalLM(LlamaConfig(
-        vocab_size=VOCAB_SIZE, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
-        num_key_value_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-    )).save_pretrained(path)
+    LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=VOCAB_SIZE,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+        )
+    ).save_pretrained(path)
     return path
 
 
@@ -282,14 +322,19 @@ def test_tacl_refuses_to_start_from_a_causal_lm(causal_lm, tmp_path):
 
 def test_tacl_names_a_missing_encoder_path(tmp_path):
     missing = tmp_path / "no-such-encoder"
-    message = r"Cannot load an encoder from '.*no-such-encoder'\. There is no such folder.*Pass the folder of an encoder"
+    message = (
+        r"Cannot load an encoder from '.*no-such-encoder'\. There is no such folder.*Pass the folder of an encoder"
+    )
     with pytest.raises(ValueError, match=message):
         TaclForPreTraining.from_encoder(str(missing))
 
 
 @pytest.mark.parametrize(
     "method,fix",
-    [("tacl", "TaCL continues a pretrained encoder: pass --init"), ("biphasic", "Pass a Llama-family causal LM's folder")],
+    [
+        ("tacl", "TaCL continues a pretrained encoder: pass --init"),
+        ("biphasic", "Pass a Llama-family causal LM's folder"),
+    ],
 )
 def test_pretrain_names_a_missing_init_before_reading_the_corpus(method, fix, tmp_path):
     """The recipe reads --init's tokenizer first: the error names the path and what to pass, not a Hub repo-id rule."""
@@ -297,15 +342,21 @@ def test_pretrain_names_a_missing_init_before_reading_the_corpus(method, fix, tm
     from hf_encoders.training.pretrain import main
 
     missing = str(tmp_path / "no-such-checkpoint")
-    with pytest.raises(TokenizerLoadError, match=f"cannot load a tokenizer from '{re.escape(missing)}'.*{re.escape(fix)}"):
+    with pytest.raises(
+        TokenizerLoadError, match=f"cannot load a tokenizer from '{re.escape(missing)}'.*{re.escape(fix)}"
+    ):
         main(["--method", method, "--init", missing, "--output_dir", str(tmp_path / "out"), "--report_to", "none"])
 
 
 def test_from_causal_lm_names_a_missing_path_and_a_biphasic_checkpoint(saved, tmp_path):
-    message = r"Cannot load a causal LM from '.*nowhere'\. There is no such file or folder.*Pass a Llama-family causal LM"
+    message = (
+        r"Cannot load a causal LM from '.*nowhere'\. There is no such file or folder.*Pass a Llama-family causal LM"
+    )
     with pytest.raises(ValueError, match=message):
         BiphasicEncoderForPreTraining.from_causal_lm(tmp_path / "nowhere")
-    message = "already a biphasic checkpoint, nothing to convert: load it with BiphasicEncoderForPreTraining.from_pretrained"
+    message = (
+        "already a biphasic checkpoint, nothing to convert: load it with BiphasicEncoderForPreTraining.from_pretrained"
+    )
     with pytest.raises(ValueError, match=message):
         BiphasicEncoderForPreTraining.from_causal_lm(saved["biphasic"])
 
@@ -345,8 +396,12 @@ def test_a_corrupt_weights_file_is_named_with_the_fix(saved, tmp_path, family, d
     folder = shutil.copytree(saved[family], tmp_path / "checkpoint")
     weights = folder / "model.safetensors"
     content = weights.read_bytes()
-    weights.write_bytes({"truncated": content[: len(content) // 2], "garbage": b"\x00garbage" * 64, "empty": b""}[damage])
-    message = rf"Cannot read {re.escape(str(weights))} \(SafetensorError: .*\): the weights file is corrupt or truncated"
+    weights.write_bytes(
+        {"truncated": content[: len(content) // 2], "garbage": b"\x00garbage" * 64, "empty": b""}[damage]
+    )
+    message = (
+        rf"Cannot read {re.escape(str(weights))} \(SafetensorError: .*\): the weights file is corrupt or truncated"
+    )
     with pytest.raises(ValueError, match=f"{message}.*re-download or re-save the checkpoint"):
         FAMILY_CLASSES[family].from_pretrained(folder)
 
@@ -376,7 +431,9 @@ def test_a_biphasic_task_head_may_opt_into_reinitialising_a_mis_shaped_head(tmp_
     BiphasicEncoderForSequenceClassification(tiny_biphasic_config(num_labels=3)).save_pretrained(tmp_path)
     with pytest.raises(ValueError, match=r"mis-shaped: \['classifier.bias: checkpoint \(3,\) vs model \(5,\)"):
         BiphasicEncoderForSequenceClassification.from_pretrained(tmp_path, num_labels=5)
-    model = BiphasicEncoderForSequenceClassification.from_pretrained(tmp_path, num_labels=5, ignore_mismatched_sizes=True)
+    model = BiphasicEncoderForSequenceClassification.from_pretrained(
+        tmp_path, num_labels=5, ignore_mismatched_sizes=True
+    )
     assert model.classifier.out_features == 5
 
 

@@ -39,8 +39,17 @@ from hf_encoders.training.conversion import MASK_TOKEN, convert_causal_lm
 from tests.tiny_models import MASK_TOKEN_ID, VOCAB_SIZE, sample_batch, tiny_biphasic_config
 
 SHAPE = dict(
-    vocab_size=VOCAB_SIZE, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-    num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+    vocab_size=VOCAB_SIZE,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+    rms_norm_eps=1e-5,
+    pad_token_id=0,
+    bos_token_id=1,
+    eos_token_id=2,
 )
 
 
@@ -127,7 +136,10 @@ def test_eurobert_export_is_exact(model_class, overrides, tmp_path):
 
 @pytest.mark.parametrize(
     "model_class,overrides",
-    [(BiphasicEncoderForQuestionAnswering, {}), (BiphasicEncoderForSequenceClassification, {"classifier_pooling": "last"})],
+    [
+        (BiphasicEncoderForQuestionAnswering, {}),
+        (BiphasicEncoderForSequenceClassification, {"classifier_pooling": "last"}),
+    ],
 )
 def test_eurobert_export_refuses_what_it_cannot_represent(model_class, overrides):
     with pytest.raises(ValueError, match="EuroBERT"):
@@ -177,7 +189,9 @@ def test_clm_loss_is_next_token_cross_entropy_of_llama():
     shifted[:, :-1][batch["attention_mask"][:, 1:] == 0] = -100
     unshifted = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
     with torch.no_grad():
-        torch.testing.assert_close(ours(**batch, labels=shifted, objective="clm").loss, llama(**batch, labels=unshifted).loss)
+        torch.testing.assert_close(
+            ours(**batch, labels=shifted, objective="clm").loss, llama(**batch, labels=unshifted).loss
+        )
 
 
 def test_labels_equal_to_the_inputs_are_refused_on_each_objectives_first_batch_with_targets():
@@ -203,10 +217,18 @@ def test_pre_training_picks_the_view_of_its_objective():
     clm_labels[:, :5] = clean[:, 1:6]
     mlm_labels = torch.full_like(clean, -100)
     mlm_labels[:, 3] = 9
-    two_views = dict(input_ids=clean, attention_mask=batch["attention_mask"], labels=clm_labels, mlm_input_ids=masked, mlm_labels=mlm_labels)
+    two_views = dict(
+        input_ids=clean,
+        attention_mask=batch["attention_mask"],
+        labels=clm_labels,
+        mlm_input_ids=masked,
+        mlm_labels=mlm_labels,
+    )
     with torch.no_grad():
         for objective, input_ids, labels in (("clm", clean, clm_labels), ("mlm", masked, mlm_labels)):
-            expected = model(input_ids=input_ids, attention_mask=batch["attention_mask"], labels=labels, objective=objective)
+            expected = model(
+                input_ids=input_ids, attention_mask=batch["attention_mask"], labels=labels, objective=objective
+            )
             model.config.objective = objective
             got = model(**two_views)
             torch.testing.assert_close(got.loss, expected.loss)
@@ -274,7 +296,9 @@ def test_mistral_sliding_window_becomes_the_position_limit():
     assert ours.config.max_position_embeddings == 8 and ours.config.head_dim == 16
     ids = sample_batch(length=8)["input_ids"]
     with torch.no_grad():
-        torch.testing.assert_close(ours(input_ids=ids, objective="clm").logits, mistral(input_ids=ids).logits, rtol=0, atol=1e-5)
+        torch.testing.assert_close(
+            ours(input_ids=ids, objective="clm").logits, mistral(input_ids=ids).logits, rtol=0, atol=1e-5
+        )
 
 
 @pytest.mark.parametrize(
@@ -294,7 +318,9 @@ def test_unrepresentable_architectures_are_refused_before_loading_weights(config
 
 def test_a_loaded_gpt2_is_refused():
     with pytest.raises(ValueError, match="Llama-family"):
-        BiphasicEncoderForPreTraining.from_causal_lm(GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB_SIZE, n_embd=32, n_layer=1, n_head=4)))
+        BiphasicEncoderForPreTraining.from_causal_lm(
+            GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB_SIZE, n_embd=32, n_layer=1, n_head=4))
+        )
 
 
 def test_convert_adds_a_mask_token_and_keeps_the_causal_lm(tmp_path):
@@ -315,7 +341,9 @@ def test_convert_adds_a_mask_token_and_keeps_the_causal_lm(tmp_path):
     assert reloaded.mask_token == MASK_TOKEN and reloaded.mask_token_id == VOCAB_SIZE
     ids = sample_batch()["input_ids"]
     with torch.no_grad():
-        torch.testing.assert_close(model(input_ids=ids, objective="clm").logits[..., :VOCAB_SIZE], llama(input_ids=ids).logits)
+        torch.testing.assert_close(
+            model(input_ids=ids, objective="clm").logits[..., :VOCAB_SIZE], llama(input_ids=ids).logits
+        )
 
 
 def test_presets_have_the_paper_sizes():

@@ -30,7 +30,9 @@ def test_smollm2_converts_and_matches_in_clm_mode():
     assert ours.config.num_key_value_heads == 3 and ours.config.tie_word_embeddings
 
     tokenizer = load_causal_lm_tokenizer(path)
-    batch = tokenizer(["The capital of France is Paris, and", "Encoders read both ways."], padding=True, return_tensors="pt")
+    batch = tokenizer(
+        ["The capital of France is Paris, and", "Encoders read both ways."], padding=True, return_tensors="pt"
+    )
     with torch.no_grad():
         expected = source(**batch).logits
         got = ours(**batch, objective="clm").logits

@@ -20,11 +20,23 @@ PAD, BOS, EOS = 0, 1, 2
 
 def tiny_tokenizer(pad_token="<pad>") -> PreTrainedTokenizerFast:
     """Word-level: <pad>=0, <s>=1, </s>=2, <unk>=3, <mask>=4, then w5 ... w63 (tiny_biphasic_config's ids)."""
-    vocab = {"<pad>": PAD, "<s>": BOS, "</s>": EOS, "<unk>": 3, "<mask>": MASK_TOKEN_ID, **{f"w{i}": i for i in range(5, VOCAB_SIZE)}}
+    vocab = {
+        "<pad>": PAD,
+        "<s>": BOS,
+        "</s>": EOS,
+        "<unk>": 3,
+        "<mask>": MASK_TOKEN_ID,
+        **{f"w{i}": i for i in range(5, VOCAB_SIZE)},
+    }
     backend = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
     backend.pre_tokenizer = WhitespaceSplit()
     return PreTrainedTokenizerFast(
-        tokenizer_object=backend, pad_token=pad_token, bos_token="<s>", eos_token="</s>", unk_token="<unk>", mask_token="<mask>"
+        tokenizer_object=backend,
+        pad_token=pad_token,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        mask_token="<mask>",
     )
 
 
@@ -38,7 +50,7 @@ def test_next_token_labels_shift_once_and_keep_eos_when_pad_is_eos():
 def test_collator_builds_both_views_from_one_padded_batch():
     tokenizer = tiny_tokenizer()
     collator = DataCollatorForBiphasic(tokenizer, seed=0)
-    examples = [{"input_ids": [BOS] + list(range(5, 45)) + [EOS]}, {"input_ids": [BOS, 7, 8, 9, EOS]}]
+    examples = [{"input_ids": [BOS, *range(5, 45), EOS]}, {"input_ids": [BOS, 7, 8, 9, EOS]}]
     batch = collator(examples)
     assert set(batch) == {"input_ids", "attention_mask", "labels", "mlm_input_ids", "mlm_labels"}
     ids, mask = batch["input_ids"], batch["attention_mask"]
@@ -59,7 +71,9 @@ def test_collator_masks_forty_percent_of_real_tokens_with_a_configurable_split()
     assert set(batch) == {"input_ids", "attention_mask", "labels"}
     assert abs((batch["labels"] != -100).float().mean().item() - 0.40) < 0.01
 
-    split = DataCollatorForBiphasic(tokenizer, objective="mlm", mask_replace_prob=0.8, random_replace_prob=0.1, seed=0)(examples)
+    split = DataCollatorForBiphasic(tokenizer, objective="mlm", mask_replace_prob=0.8, random_replace_prob=0.1, seed=0)(
+        examples
+    )
     selected = split["labels"] != -100
     replaced_by_mask = (split["input_ids"][selected] == MASK_TOKEN_ID).float().mean().item()
     unchanged = (split["input_ids"][selected] == split["labels"][selected]).float().mean().item()
@@ -74,7 +88,7 @@ def test_clm_collator_and_its_errors():
         DataCollatorForBiphasic(tiny_tokenizer(), objective="both")
     no_pad = tiny_tokenizer()
     no_pad.pad_token = None
-    with pytest.raises(ValueError, match="pad_token = tokenizer.eos_token"):
+    with pytest.raises(ValueError, match=r"pad_token = tokenizer.eos_token"):
         DataCollatorForBiphasic(no_pad)
 
 
@@ -88,7 +102,11 @@ def test_phase_boundaries():
 
 @pytest.mark.parametrize(
     "text,message",
-    [("clm:0.25,nsp:0.75", "Unknown objective 'nsp'"), ("clm:0.5,mlm:0.75", "must sum to 1"), ("clm=1", "OBJECTIVE:FRACTION")],
+    [
+        ("clm:0.25,nsp:0.75", "Unknown objective 'nsp'"),
+        ("clm:0.5,mlm:0.75", "must sum to 1"),
+        ("clm=1", "OBJECTIVE:FRACTION"),
+    ],
 )
 def test_bad_phase_strings_are_refused(text, message):
     with pytest.raises(ValueError, match=message):
@@ -97,7 +115,10 @@ def test_bad_phase_strings_are_refused(text, message):
 
 def training_documents(count=48, length=16):
     generator = torch.Generator().manual_seed(0)
-    return [{"input_ids": torch.randint(5, VOCAB_SIZE, (length,), generator=generator).tolist() + [EOS]} for _ in range(count)]
+    return [
+        {"input_ids": [*torch.randint(5, VOCAB_SIZE, (length,), generator=generator).tolist(), EOS]}
+        for _ in range(count)
+    ]
 
 
 def objectives_seen(model) -> list[str]:
@@ -106,7 +127,13 @@ def objectives_seen(model) -> list[str]:
 
     def record(module, args, kwargs):
         has_mask = bool((kwargs["input_ids"] == MASK_TOKEN_ID).any())
-        seen.append("clm" if kwargs["is_causal"] and not has_mask else "mlm" if not kwargs["is_causal"] and has_mask else "mixed")
+        seen.append(
+            "clm"
+            if kwargs["is_causal"] and not has_mask
+            else "mlm"
+            if not kwargs["is_causal"] and has_mask
+            else "mixed"
+        )
 
     model.model.register_forward_pre_hook(record, with_kwargs=True)
     return seen
@@ -117,13 +144,26 @@ def train(tmp_path, phases, resume=None, **arguments):
     model = BiphasicEncoderForPreTraining(tiny_biphasic_config())
     seen = objectives_seen(model)
     settings = dict(
-        output_dir=str(tmp_path), max_steps=8, per_device_train_batch_size=4, learning_rate=1e-3, logging_steps=3,
-        save_strategy="steps", save_steps=3, report_to=[], use_cpu=True, disable_tqdm=True, seed=0,
-        lr_scheduler_type="warmup_stable_decay", lr_scheduler_kwargs={"num_decay_steps": 2, "decay_type": "linear"},
+        output_dir=str(tmp_path),
+        max_steps=8,
+        per_device_train_batch_size=4,
+        learning_rate=1e-3,
+        logging_steps=3,
+        save_strategy="steps",
+        save_steps=3,
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        seed=0,
+        lr_scheduler_type="warmup_stable_decay",
+        lr_scheduler_kwargs={"num_decay_steps": 2, "decay_type": "linear"},
     )
     trainer = Trainer(
-        model=model, args=TrainingArguments(**{**settings, **arguments}), train_dataset=training_documents(),
-        data_collator=DataCollatorForBiphasic(tiny_tokenizer()), callbacks=[PhaseScheduleCallback.from_string(phases)],
+        model=model,
+        args=TrainingArguments(**{**settings, **arguments}),
+        train_dataset=training_documents(),
+        data_collator=DataCollatorForBiphasic(tiny_tokenizer()),
+        callbacks=[PhaseScheduleCallback.from_string(phases)],
     )
     trainer.train(resume_from_checkpoint=resume)
     return trainer, seen
@@ -160,7 +200,8 @@ def test_a_one_view_collator_is_refused_by_a_two_phase_schedule(tmp_path):
     trainer = Trainer(
         model=BiphasicEncoderForPreTraining(tiny_biphasic_config()),
         args=TrainingArguments(output_dir=str(tmp_path), max_steps=4, report_to=[], use_cpu=True),
-        train_dataset=training_documents(), data_collator=DataCollatorForBiphasic(tiny_tokenizer(), objective="mlm"),
+        train_dataset=training_documents(),
+        data_collator=DataCollatorForBiphasic(tiny_tokenizer(), objective="mlm"),
         callbacks=[PhaseScheduleCallback()],
     )
     with pytest.raises(ValueError, match="both views"):
@@ -169,20 +210,40 @@ def test_a_one_view_collator_is_refused_by_a_two_phase_schedule(tmp_path):
 
 def test_recipe_builds_a_trainable_pfs_run(tmp_path):
     recipe = get_recipe("biphasic")
-    args = PretrainArguments(method="biphasic", block_size=32, vocab_size=300, phases="clm:0.5,mlm:0.5", config_overrides="num_hidden_layers=1")
+    args = PretrainArguments(
+        method="biphasic",
+        block_size=32,
+        vocab_size=300,
+        phases="clm:0.5,mlm:0.5",
+        config_overrides="num_hidden_layers=1",
+    )
     documents = Dataset.from_dict({"text": ["The cat sat on the mat. It was warm and the sun was out."] * 30})
     tokenizer = recipe.build_tokenizer(args, documents)
-    assert tokenizer.eos_token == tokenizer.sep_token and tokenizer.mask_token is not None  # WordPiece: [SEP] ends documents
+    assert (
+        tokenizer.eos_token == tokenizer.sep_token and tokenizer.mask_token is not None
+    )  # WordPiece: [SEP] ends documents
     dataset = recipe.build_dataset(args, tokenizer, documents)
     model = recipe.build_model(args, tokenizer)
     assert model.config.num_hidden_layers == 1 and model.config.mask_token_id == tokenizer.mask_token_id
     trainer = Trainer(
-        model=model, args=TrainingArguments(output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=2, report_to=[], use_cpu=True, logging_steps=1),
-        train_dataset=dataset, data_collator=recipe.build_collator(args, tokenizer), callbacks=recipe.callbacks(args),
+        model=model,
+        args=TrainingArguments(
+            output_dir=str(tmp_path),
+            max_steps=4,
+            per_device_train_batch_size=2,
+            report_to=[],
+            use_cpu=True,
+            logging_steps=1,
+        ),
+        train_dataset=dataset,
+        data_collator=recipe.build_collator(args, tokenizer),
+        callbacks=recipe.callbacks(args),
     )
     trainer.train()
     losses = [record for record in trainer.state.log_history if "loss" in record]
-    assert [sorted(set(record) & {"clm_loss", "mlm_loss"}) for record in losses] == [["clm_loss"]] * 2 + [["mlm_loss"]] * 2
+    assert [sorted(set(record) & {"clm_loss", "mlm_loss"}) for record in losses] == [["clm_loss"]] * 2 + [
+        ["mlm_loss"]
+    ] * 2
 
 
 def test_recipe_refuses_a_block_longer_than_the_model():

@@ -29,15 +29,37 @@ def test_pretrain_help_offers_every_training_argument(capsys):
     with pytest.raises(SystemExit):
         main(["pretrain", "--help"])
     out = capsys.readouterr().out
-    assert all(option in out for option in ("--gradient_accumulation_steps", "--lr_scheduler_type", "--bf16", "--method"))
+    assert all(
+        option in out for option in ("--gradient_accumulation_steps", "--lr_scheduler_type", "--bf16", "--method")
+    )
 
 
 def tiny_pretrain_argv(output_dir, method="mae-lm", *extra):
     return [
-        "pretrain", "--method", method, "--output_dir", str(output_dir), "--max_steps", "3",
-        "--per_device_train_batch_size", "4", "--max_documents", "60", "--vocab_size", "400",
-        "--block_size", "32", "--logging_steps", "1", "--save_steps", "2", "--report_to", "none",
-        "--dataloader_pin_memory", "false", *extra,
+        "pretrain",
+        "--method",
+        method,
+        "--output_dir",
+        str(output_dir),
+        "--max_steps",
+        "3",
+        "--per_device_train_batch_size",
+        "4",
+        "--max_documents",
+        "60",
+        "--vocab_size",
+        "400",
+        "--block_size",
+        "32",
+        "--logging_steps",
+        "1",
+        "--save_steps",
+        "2",
+        "--report_to",
+        "none",
+        "--dataloader_pin_memory",
+        "false",
+        *extra,
     ]
 
 

@@ -9,8 +9,7 @@ import huggingface_hub.constants
 import pytest
 from datasets import Dataset, IterableDataset
 
-from hf_encoders.data import CorpusError, embedded_documents, load_documents
-from hf_encoders.data import corpus
+from hf_encoders.data import CorpusError, corpus, embedded_documents, load_documents
 
 
 @pytest.fixture
@@ -139,7 +138,7 @@ def test_local_file_streams(tmp_path):
 
 def test_missing_file(tmp_path):
     path = tmp_path / "missing.jsonl"
-    with pytest.raises(CorpusError, match="missing.jsonl: file does not exist"):
+    with pytest.raises(CorpusError, match=r"missing.jsonl: file does not exist"):
         load_documents(path)
 
 
@@ -189,7 +188,7 @@ def test_invalid_utf8_offset_is_exact_across_read_chunks(tmp_path, monkeypatch, 
 
 def test_truncated_utf8_at_end_of_file(tmp_path):
     path = tmp_path / "corpus.txt"
-    path.write_bytes("Fine.".encode() + "é".encode()[:1])
+    path.write_bytes(b"Fine." + "é".encode()[:1])
     with pytest.raises(CorpusError, match="at byte 5"):
         load_documents(path)
 
@@ -202,7 +201,7 @@ def test_missing_text_column_lists_the_columns(tmp_path):
 
 def test_text_column_that_is_not_text(tmp_path):
     path = write_jsonl(tmp_path / "corpus.jsonl", [{"body": "One.", "id": 1}])
-    with pytest.raises(CorpusError, match="column 'id' holds .*int64.*not text"):
+    with pytest.raises(CorpusError, match=r"column 'id' holds .*int64.*not text"):
         load_documents(path, text_column="id")
 
 

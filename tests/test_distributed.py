@@ -65,8 +65,13 @@ def bert_init(tmp_path_factory):
     folder = tmp_path_factory.mktemp("bert")
     tokenizer = train_wordpiece_tokenizer(embedded_documents()[:40], vocab_size=300)
     config = BertConfig(
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
     )
     BertForPreTraining(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -78,13 +83,28 @@ def ddp_runs(bert_init, tmp_path_factory) -> Path:
     output_dir = tmp_path_factory.mktemp("ddp")
     # --standalone: torchrun's own rendezvous on localhost picks a free port (no race over a port chosen here).
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-        "--module", "tests.distributed_worker", "--init", bert_init, "--output_dir", str(output_dir),
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "--module",
+        "tests.distributed_worker",
+        "--init",
+        bert_init,
+        "--output_dir",
+        str(output_dir),
     ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     # Its own session, so a hang (a collective one rank never reaches) is ended with both workers, not just torchrun.
     launch = subprocess.Popen(
-        command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        command,
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
     )
     try:
@@ -146,8 +166,15 @@ def test_the_tacl_teacher_stays_frozen_and_out_of_ddp(bert_init, ddp_runs):
         assert teacher.keys() == initial.keys()
         for name, value in initial.items():
             assert torch.equal(teacher[name], value), f"the teacher's {name} moved"
-        student = {name.removeprefix("student.bert."): value for name, value in final.items() if name.startswith("student.bert.")}
-        assert not torch.equal(student["encoder.layer.0.attention.self.query.weight"], initial["encoder.layer.0.attention.self.query.weight"])
+        student = {
+            name.removeprefix("student.bert."): value
+            for name, value in final.items()
+            if name.startswith("student.bert.")
+        }
+        assert not torch.equal(
+            student["encoder.layer.0.attention.self.query.weight"],
+            initial["encoder.layer.0.attention.self.query.weight"],
+        )
 
 
 def test_biphasic_phases_switch_on_the_same_step_on_every_rank(ddp_runs):
@@ -181,7 +208,9 @@ def test_two_processes_match_one_process_with_the_same_global_batch(method, bert
     What remains is float summation order (all-reduce then /2 against accumulating /2 terms): losses agree to
     1e-5 relative, weights to 1e-6 absolute (measured: at most 1e-7; biphasic is bit-exact).
     """
-    single = build_trainer(method_arguments(method, bert_init), training_arguments(tmp_path, per_device=2, accumulation=2))
+    single = build_trainer(
+        method_arguments(method, bert_init), training_arguments(tmp_path, per_device=2, accumulation=2)
+    )
     recorder = ForwardRecorder(single)
     single.train()
 
@@ -196,7 +225,9 @@ def test_two_processes_match_one_process_with_the_same_global_batch(method, bert
         assert loss == pytest.approx(ranks[0]["losses"][step], rel=1e-5), f"step {step}"
     distributed = weights(ddp_runs, method, 0)
     for name, value in final_state(single.model).items():
-        torch.testing.assert_close(value, distributed[name], rtol=1e-5, atol=1e-6, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(
+            value, distributed[name], rtol=1e-5, atol=1e-6, msg=lambda m, name=name: f"{name}: {m}"
+        )
 
 
 def test_a_tokenizer_trained_on_the_spot_is_the_same_on_every_rank(ddp_runs):
@@ -248,7 +279,7 @@ def test_fsdp2_ranks_agree_with_one_process_and_the_teacher_stays(method, ddp_ru
     for name, value in final_state(single).items():
         assert torch.equal(first[name], second[name]), name
         # atol: a parameter whose gradient is ~0 (TaCL's key biases) moves by AdamW's normalised noise.
-        torch.testing.assert_close(first[name], value, rtol=1e-5, atol=1e-5, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(first[name], value, rtol=1e-5, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}")
     if method.startswith("tacl"):
         teacher = [name for name in initial if name.startswith("teacher.")]
         assert teacher and all(torch.equal(first[name], initial[name]) for name in teacher)

@@ -52,7 +52,7 @@ def test_export_refuses_a_family_that_needs_no_export(tmp_path):
     MaeLmForMaskedLM(tiny_mae_lm_config()).save_pretrained(tmp_path / "mae")
     with pytest.raises(ValueError, match="trust_remote_code"):
         main(["export", str(tmp_path / "mae"), str(tmp_path / "out")])
-    with pytest.raises(ValueError, match="no config.json"):
+    with pytest.raises(ValueError, match=r"no config.json"):
         main(["export", str(tmp_path / "nothing"), str(tmp_path / "out")])
 
 

@@ -11,17 +11,24 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import transformers.trainer
 from huggingface_hub import ModelCard
 from transformers import Trainer, TrainingArguments
 
-import transformers.trainer
 from hf_encoders import BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclForPreTraining
-from hf_encoders.training.cards import write_model_card
 from hf_encoders.training.arguments import PretrainArguments
+from hf_encoders.training.cards import write_model_card
 from hf_encoders.training.hub import CompleteUploadCallback
 from hf_encoders.training.recipes import get_recipe
 from tests.test_remote_code import model_folder_files, run_in_fresh_process
-from tests.tiny_models import MASK_TOKEN_ID, sample_batch, tiny_biphasic_config, tiny_mae_lm_config, tiny_tacl_config, tiny_tokenizer
+from tests.tiny_models import (
+    MASK_TOKEN_ID,
+    sample_batch,
+    tiny_biphasic_config,
+    tiny_mae_lm_config,
+    tiny_tacl_config,
+    tiny_tokenizer,
+)
 
 FAMILIES = {
     "mae-lm": (lambda: MaeLmForMaskedLM(tiny_mae_lm_config()), "AutoModelForMaskedLM"),
@@ -42,7 +49,9 @@ class LocalHub:
     def upload_folder(self, folder_path, ignore_patterns=(), path_in_repo=None, run_as_future=False, **kwargs):
         for file in Path(folder_path).rglob("*"):
             relative = file.relative_to(folder_path)
-            if file.is_file() and not any(fnmatch.fnmatch(part, pattern) for part in relative.parts for pattern in ignore_patterns):
+            if file.is_file() and not any(
+                fnmatch.fnmatch(part, pattern) for part in relative.parts for pattern in ignore_patterns
+            ):
                 target = self.root / (path_in_repo or "") / relative
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(file, target)
@@ -54,7 +63,10 @@ class LocalHub:
 def training_examples(method: str) -> list[dict]:
     batch = sample_batch(batch_size=4)
     labels = torch.where(batch["input_ids"] == MASK_TOKEN_ID, 7, -100)
-    examples = [{"input_ids": ids, "attention_mask": mask, "labels": label} for ids, mask, label in zip(batch["input_ids"], batch["attention_mask"], labels)]
+    examples = [
+        {"input_ids": ids, "attention_mask": mask, "labels": label}
+        for ids, mask, label in zip(batch["input_ids"], batch["attention_mask"], labels)
+    ]
     if method == "tacl":
         for example in examples:
             example.update(token_type_ids=torch.zeros_like(example["input_ids"]), next_sentence_label=torch.tensor(0))
@@ -68,13 +80,20 @@ def test_a_mid_training_push_uploads_a_complete_loadable_checkpoint(method, tmp_
     monkeypatch.setattr(transformers.trainer, "hf_api", lambda: hub)
     torch.manual_seed(0)
     model = build()
-    write_card = partial(write_model_card, recipe=get_recipe(method), args=PretrainArguments(method=method), model_id="someone/tiny")
+    write_card = partial(
+        write_model_card, recipe=get_recipe(method), args=PretrainArguments(method=method), model_id="someone/tiny"
+    )
     trainer = Trainer(
         model=model,
         # push_to_hub with the default hub_strategy: Trainer pushes from the checkpoint it has just saved.
         args=TrainingArguments(
-            output_dir=str(tmp_path / "out"), max_steps=1, save_steps=1, report_to="none", use_cpu=True,
-            push_to_hub=True, hub_model_id="someone/tiny",
+            output_dir=str(tmp_path / "out"),
+            max_steps=1,
+            save_steps=1,
+            report_to="none",
+            use_cpu=True,
+            push_to_hub=True,
+            hub_model_id="someone/tiny",
         ),
         train_dataset=training_examples(method),
         processing_class=tiny_tokenizer(),

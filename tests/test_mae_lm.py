@@ -26,7 +26,9 @@ def reference_bucket(relative: int, num_buckets: int, max_distance: int) -> int:
     if distance < max_exact:
         bucket = distance
     else:
-        bucket = math.ceil(math.log(distance / max_exact) / math.log((max_distance - 1) / max_exact) * (half - 1 - max_exact))
+        bucket = math.ceil(
+            math.log(distance / max_exact) / math.log((max_distance - 1) / max_exact) * (half - 1 - max_exact)
+        )
         bucket = min(bucket + max_exact, half - 1)
     signed = bucket * (1 if relative > 0 else -1 if relative < 0 else 0)
     return signed + (half - 1)
@@ -218,7 +220,9 @@ def test_decoder_has_no_dropout_and_encoder_shares_one_bias():
 
 
 def test_decoder_width_can_differ_through_a_projection():
-    model = MaeLmForMaskedLM(tiny_mae_lm_config(decoder_hidden_size=16, decoder_num_attention_heads=2, decoder_intermediate_size=32))
+    model = MaeLmForMaskedLM(
+        tiny_mae_lm_config(decoder_hidden_size=16, decoder_num_attention_heads=2, decoder_intermediate_size=32)
+    )
     batch = sample_batch()
     labels = torch.where(batch["input_ids"] == MASK_TOKEN_ID, 7, -100)
     assert isinstance(model.decoder.input_projection, nn.Linear)
@@ -262,7 +266,9 @@ def test_sequence_classification_regression_and_classification_losses():
     torch.testing.assert_close(output.loss, nn.functional.cross_entropy(output.logits, torch.tensor([0, 2])))
     regressor = MaeLmForSequenceClassification(tiny_mae_lm_config(num_labels=1)).eval()
     output = regressor(**batch, labels=torch.tensor([0.5, -1.0]))
-    torch.testing.assert_close(output.loss, nn.functional.mse_loss(output.logits.squeeze(-1), torch.tensor([0.5, -1.0])))
+    torch.testing.assert_close(
+        output.loss, nn.functional.mse_loss(output.logits.squeeze(-1), torch.tensor([0.5, -1.0]))
+    )
 
 
 def test_a_sequence_longer_than_the_position_table_is_refused():
@@ -310,7 +316,10 @@ def test_collator_masks_fifteen_percent_all_as_mask_and_never_special_tokens(tok
     specials = torch.isin(batch["labels"], torch.tensor(tokenizer.all_special_ids))
     assert not specials.any(), "special tokens and padding are never selected"
     real = torch.tensor(
-        [[token not in tokenizer.all_special_ids for token in ids] for ids in batch["input_ids"].masked_fill(selected, 5).tolist()]
+        [
+            [token not in tokenizer.all_special_ids for token in ids]
+            for ids in batch["input_ids"].masked_fill(selected, 5).tolist()
+        ]
     )
     assert 0.10 < selected.sum() / real.sum() < 0.20
 
@@ -328,8 +337,12 @@ def test_fill_mask_pipeline_returns_predictions(tokenizer):
     from transformers import pipeline
 
     model = MaeLmForMaskedLM(
-        tiny_mae_lm_config(vocab_size=len(tokenizer), mask_token_id=tokenizer.mask_token_id, pad_token_id=tokenizer.pad_token_id)
+        tiny_mae_lm_config(
+            vocab_size=len(tokenizer), mask_token_id=tokenizer.mask_token_id, pad_token_id=tokenizer.pad_token_id
+        )
     ).eval()
-    predictions = pipeline("fill-mask", model=model, tokenizer=tokenizer, top_k=3)("the encoder reads the [MASK] tokens")
+    predictions = pipeline("fill-mask", model=model, tokenizer=tokenizer, top_k=3)(
+        "the encoder reads the [MASK] tokens"
+    )
     assert len(predictions) == 3 and all(isinstance(p["token_str"], str) and 0 <= p["score"] <= 1 for p in predictions)
     assert predictions[0]["score"] >= predictions[1]["score"] >= predictions[2]["score"]

@@ -54,7 +54,9 @@ def training_batch(method: str, generator: torch.Generator, batch_size: int = 8,
     chosen = (torch.rand(ids.shape, generator=generator) < 0.3) & attention_mask.bool()
     chosen[:, 1] = True  # every row has a target
     batch = {
-        "input_ids": ids.masked_fill(chosen, MASK_TOKEN_ID), "attention_mask": attention_mask, "labels": ids.masked_fill(~chosen, -100),
+        "input_ids": ids.masked_fill(chosen, MASK_TOKEN_ID),
+        "attention_mask": attention_mask,
+        "labels": ids.masked_fill(~chosen, -100),
     }
     if method == "tacl":
         batch["token_type_ids"] = (torch.arange(length) >= lengths[:, None] // 2).long() * attention_mask
@@ -84,7 +86,10 @@ def train(method: str, dtype: torch.dtype) -> SimpleNamespace:
         optimizer.step()
         optimizer.zero_grad()
     return SimpleNamespace(
-        losses=torch.stack(losses), grad_norms=torch.stack(norms), linear_dtypes=linear_dtypes, loss_dtype=loss.dtype,
+        losses=torch.stack(losses),
+        grad_norms=torch.stack(norms),
+        linear_dtypes=linear_dtypes,
+        loss_dtype=loss.dtype,
         weights_finite=all(torch.isfinite(p).all() for p in model.parameters()),
     )
 
@@ -93,7 +98,9 @@ def train(method: str, dtype: torch.dtype) -> SimpleNamespace:
 @pytest.mark.parametrize("method", METHODS)
 def test_low_precision_training_stays_finite_and_tracks_fp32(method, precision):
     run = train(method, LOW_PRECISION[precision])
-    assert run.linear_dtypes == {LOW_PRECISION[precision]}, f"autocast did not reach the linear layers: {run.linear_dtypes}"
+    assert run.linear_dtypes == {LOW_PRECISION[precision]}, (
+        f"autocast did not reach the linear layers: {run.linear_dtypes}"
+    )
     assert run.loss_dtype == torch.float32, "the loss must be reduced in fp32"
     bad_steps = (~torch.isfinite(run.losses) | ~torch.isfinite(run.grad_norms)).nonzero().flatten().tolist()
     assert not bad_steps, f"non-finite loss or gradient norm at steps {bad_steps[:10]}"
@@ -102,7 +109,9 @@ def test_low_precision_training_stays_finite_and_tracks_fp32(method, precision):
     first, last = run.losses[:20].mean().item(), run.losses[-20:].mean().item()
     assert last < 0.97 * first, f"{precision} {method} did not learn: loss {first:.3f} -> {last:.3f}"
     reference = train(method, torch.float32).losses[-20:].mean().item()
-    assert abs(last - reference) <= 0.05 * reference, f"{precision} {method}: final loss {last:.4f}, fp32 {reference:.4f}"
+    assert abs(last - reference) <= 0.05 * reference, (
+        f"{precision} {method}: final loss {last:.4f}, fp32 {reference:.4f}"
+    )
 
 
 @pytest.mark.parametrize("precision", sorted(LOW_PRECISION))
@@ -132,7 +141,9 @@ class LinearDtypes(TrainerCallback):
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         linear = next(m for m in model.modules() if isinstance(m, torch.nn.Linear))
-        linear.register_forward_hook(lambda module, inputs, output: self.dtypes.add(output.dtype) if module.training else None)
+        linear.register_forward_hook(
+            lambda module, inputs, output: self.dtypes.add(output.dtype) if module.training else None
+        )
 
 
 class NanGradient(torch.autograd.Function):
@@ -179,8 +190,17 @@ class Examples(torch.utils.data.Dataset):
 
 def trainer_for(model, output_dir, callbacks, **overrides):
     settings = dict(
-        output_dir=str(output_dir), use_cpu=True, per_device_train_batch_size=4, max_steps=8, learning_rate=LEARNING_RATE,
-        save_strategy="steps", save_steps=1, logging_steps=100, report_to=[], disable_tqdm=True, seed=0,
+        output_dir=str(output_dir),
+        use_cpu=True,
+        per_device_train_batch_size=4,
+        max_steps=8,
+        learning_rate=LEARNING_RATE,
+        save_strategy="steps",
+        save_steps=1,
+        logging_steps=100,
+        report_to=[],
+        disable_tqdm=True,
+        seed=0,
     )
     args = TrainingArguments(**{**settings, **overrides})
     return Trainer(model=model, args=args, train_dataset=Examples(), callbacks=callbacks)
@@ -189,8 +209,13 @@ def trainer_for(model, output_dir, callbacks, **overrides):
 def test_trainer_bf16_on_cpu_autocasts_and_stays_finite(tmp_path):
     dtypes = LinearDtypes()
     trainer = trainer_for(
-        build("mae_lm"), tmp_path, [dtypes, NonFiniteLossCallback()],
-        bf16=True, max_steps=40, save_strategy="no", logging_steps=5,
+        build("mae_lm"),
+        tmp_path,
+        [dtypes, NonFiniteLossCallback()],
+        bf16=True,
+        max_steps=40,
+        save_strategy="no",
+        logging_steps=5,
     )
     trainer.train()
     assert dtypes.dtypes == {torch.bfloat16}

@@ -99,14 +99,24 @@ def test_lora_trains_with_trainer_and_merges_back(family, tmp_path):
 
     loss_before = loss()
     arguments = TrainingArguments(
-        output_dir=str(tmp_path / "run"), max_steps=20, per_device_train_batch_size=8, learning_rate=LEARNING_RATES[family],
-        lr_scheduler_type="constant", logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
-        disable_tqdm=True, seed=0,
+        output_dir=str(tmp_path / "run"),
+        max_steps=20,
+        per_device_train_batch_size=8,
+        learning_rate=LEARNING_RATES[family],
+        lr_scheduler_type="constant",
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        seed=0,
     )
     trainer = Trainer(model=peft_model, args=arguments, train_dataset=examples, data_collator=default_data_collator)
     trainer.train()
-    assert all(not parameter.requires_grad or ".lora_" in name or ".modules_to_save." in name
-               for name, parameter in peft_model.named_parameters())
+    assert all(
+        not parameter.requires_grad or ".lora_" in name or ".modules_to_save." in name
+        for name, parameter in peft_model.named_parameters()
+    )
     loss_after = loss()
     assert loss_after < 0.8 * loss_before, (loss_before, loss_after)
 
@@ -117,7 +127,9 @@ def test_lora_trains_with_trainer_and_merges_back(family, tmp_path):
     peft_model.save_pretrained(tmp_path / "adapter")
     base = AutoModelForSequenceClassification.from_pretrained(tmp_path / "base")
     with torch.no_grad():
-        torch.testing.assert_close(peft.PeftModel.from_pretrained(base, tmp_path / "adapter").eval()(**batch).logits, adapted_logits)
+        torch.testing.assert_close(
+            peft.PeftModel.from_pretrained(base, tmp_path / "adapter").eval()(**batch).logits, adapted_logits
+        )
 
     merged = peft_model.merge_and_unload().eval()
     assert type(merged) is model_class
@@ -141,7 +153,10 @@ def test_lora_trains_with_trainer_and_merges_back(family, tmp_path):
 
     merged.save_pretrained(tmp_path / "merged")
     if family != "tacl":  # our families' merged checkpoints still carry their code for trust_remote_code loading
-        assert "AutoModelForSequenceClassification" in json.loads((tmp_path / "merged" / "config.json").read_text())["auto_map"]
+        assert (
+            "AutoModelForSequenceClassification"
+            in json.loads((tmp_path / "merged" / "config.json").read_text())["auto_map"]
+        )
     reloaded = AutoModelForSequenceClassification.from_pretrained(tmp_path / "merged").eval()
     assert type(reloaded) is model_class
     with torch.no_grad():
@@ -164,21 +179,47 @@ def test_all_linear_adapts_every_encoder_projection_and_trains_the_head(family, 
     adapted = sorted({name.split(".lora_A.")[0].rsplit(".", 1)[-1] for name in names if ".lora_A." in name})
     assert adapted == ALL_LINEAR[family]
     assert not any(".lora_" in name and ".modules_to_save." in name for name in names)
-    head = sorted({name.split(".modules_to_save.")[0].rsplit(".", 1)[-1] for name in names if ".modules_to_save." in name})
+    head = sorted(
+        {name.split(".modules_to_save.")[0].rsplit(".", 1)[-1] for name in names if ".modules_to_save." in name}
+    )
     assert head == sorted(HEADS[family])
 
 
-TINY = dict(vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-            max_position_embeddings=64, pad_token_id=0, num_labels=NUM_LABELS)
+TINY = dict(
+    vocab_size=VOCAB_SIZE,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=64,
+    pad_token_id=0,
+    num_labels=NUM_LABELS,
+)
 
 
 @pytest.mark.parametrize(
     "build, targets, head",
     [
-        (lambda: ModernBertForSequenceClassification(ModernBertConfig(
-            **TINY, cls_token_id=2, sep_token_id=3, bos_token_id=2, eos_token_id=3, local_attention=8,
-            global_attn_every_n_layers=2)), ["Wqkv"], ["classifier", "head"]),
-        (lambda: EuroBertForSequenceClassification(EuroBertConfig(**TINY)), ["q_proj", "v_proj"], ["classifier", "dense"]),
+        (
+            lambda: ModernBertForSequenceClassification(
+                ModernBertConfig(
+                    **TINY,
+                    cls_token_id=2,
+                    sep_token_id=3,
+                    bos_token_id=2,
+                    eos_token_id=3,
+                    local_attention=8,
+                    global_attn_every_n_layers=2,
+                )
+            ),
+            ["Wqkv"],
+            ["classifier", "head"],
+        ),
+        (
+            lambda: EuroBertForSequenceClassification(EuroBertConfig(**TINY)),
+            ["q_proj", "v_proj"],
+            ["classifier", "dense"],
+        ),
     ],
     ids=["modernbert-student", "eurobert-export"],
 )

@@ -59,7 +59,11 @@ def fresh_interpreter(script: str, arguments: list[str], tmp_path: Path) -> subp
     outside.mkdir(exist_ok=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules"), "PYTHONPATH": ""}
     return subprocess.run(
-        [sys.executable, str(tmp_path / "fresh.py"), *arguments], cwd=outside, env=env, capture_output=True, text=True,
+        [sys.executable, str(tmp_path / "fresh.py"), *arguments],
+        cwd=outside,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=600,
     )
 

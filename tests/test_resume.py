@@ -29,7 +29,9 @@ def bert_init(tmp_path_factory):
     """A tiny BERT with NSP head and its tokenizer: what TaCL continues from, and the other runs' tokenizer."""
     folder = tmp_path_factory.mktemp("bert")
     tokenizer = train_wordpiece_tokenizer(embedded_documents()[:40], vocab_size=300)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64
+    )
     BertForPreTraining(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
@@ -37,7 +39,11 @@ def bert_init(tmp_path_factory):
 
 def method_arguments(method: str, bert_init: str, **overrides) -> PretrainArguments:
     # One tokenizer for both runs: training one on the spot is not reproducible (see build_trainer).
-    extra = {"init": bert_init} if method == "tacl" else {"config_overrides": "num_hidden_layers=1", "tokenizer_name": bert_init}
+    extra = (
+        {"init": bert_init}
+        if method == "tacl"
+        else {"config_overrides": "num_hidden_layers=1", "tokenizer_name": bert_init}
+    )
     if method == "biphasic":
         extra["phases"] = "clm:0.5,mlm:0.5"  # the switch (step 3) comes before the kill
     return PretrainArguments(method=method, max_documents=40, vocab_size=300, block_size=32, **{**extra, **overrides})
@@ -45,8 +51,17 @@ def method_arguments(method: str, bert_init: str, **overrides) -> PretrainArgume
 
 def training_arguments(output_dir) -> TrainingArguments:
     return TrainingArguments(
-        output_dir=str(output_dir), max_steps=MAX_STEPS, save_steps=SAVE_STEPS, logging_steps=1, per_device_train_batch_size=4,
-        learning_rate=1e-3, report_to="none", use_cpu=True, seed=0, dataloader_pin_memory=False, disable_tqdm=True,
+        output_dir=str(output_dir),
+        max_steps=MAX_STEPS,
+        save_steps=SAVE_STEPS,
+        logging_steps=1,
+        per_device_train_batch_size=4,
+        learning_rate=1e-3,
+        report_to="none",
+        use_cpu=True,
+        seed=0,
+        dataloader_pin_memory=False,
+        disable_tqdm=True,
     )
 
 

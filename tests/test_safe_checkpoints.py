@@ -96,8 +96,13 @@ def test_tacl_student_is_saved_as_safetensors(tmp_path):
 def test_trainer_checkpoints_hold_safetensors_weights_and_the_model_folder(tmp_path, method):
     model = build(method)
     args = TrainingArguments(
-        output_dir=str(tmp_path), use_cpu=True, per_device_train_batch_size=4, max_steps=2, save_steps=2,
-        report_to=[], disable_tqdm=True,
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        per_device_train_batch_size=4,
+        max_steps=2,
+        save_steps=2,
+        report_to=[],
+        disable_tqdm=True,
     )
     trainer = Trainer(model=model, args=args, train_dataset=Examples(method, size=8))
     trainer.train()
@@ -120,7 +125,9 @@ def qualified_names(tree: ast.AST) -> dict[str, str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                names[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+                names[alias.asname or alias.name.split(".")[0]] = (
+                    alias.name if alias.asname else alias.name.split(".")[0]
+                )
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for alias in node.names:
                 names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
@@ -163,9 +170,13 @@ def unsafe_serialization(source: str, loads_only: bool = False) -> list[str]:
             problems.append(f"{node.lineno}: {name} writes a pickle; save tensors with safetensors")
         if name == "numpy.load" and keyword_is(node, "allow_pickle", True):
             problems.append(f"{node.lineno}: numpy.load with allow_pickle=True")
-        if name in {"importlib.import_module", "__import__"} and node.args and isinstance(node.args[0], ast.Constant):
-            if str(node.args[0].value).split(".")[0] in BANNED_MODULES:
-                problems.append(f"{node.lineno}: imports {node.args[0].value}")
+        dynamic_import = name in {"importlib.import_module", "__import__"} and node.args
+        if (
+            dynamic_import
+            and isinstance(node.args[0], ast.Constant)
+            and str(node.args[0].value).split(".")[0] in BANNED_MODULES
+        ):
+            problems.append(f"{node.lineno}: imports {node.args[0].value}")
     return problems
 
 
@@ -193,7 +204,9 @@ def test_no_module_of_ours_unpickles_or_pickles():
     modules = sorted(PACKAGE.rglob("*.py"))
     assert len(modules) > 20
     problems = [
-        f"{path.relative_to(PACKAGE.parent)}:{problem}" for path in modules for problem in unsafe_serialization(path.read_text())
+        f"{path.relative_to(PACKAGE.parent)}:{problem}"
+        for path in modules
+        for problem in unsafe_serialization(path.read_text())
     ]
     assert not problems, "\n".join(problems)
 
@@ -202,7 +215,12 @@ def test_trainer_reads_its_own_pickles_with_weights_only():
     """What the module docstring promises about Trainer's optimizer.pt / scheduler.pt / rng_state.pth / scaler.pt,
     checked against the installed Transformers (a future release that drops weights_only=True fails here)."""
     folder = Path(transformers.__file__).parent
-    sources = [folder / "trainer.py", folder / "trainer_utils.py", folder / "trainer_pt_utils.py", folder / "trainer_callback.py"]
+    sources = [
+        folder / "trainer.py",
+        folder / "trainer_utils.py",
+        folder / "trainer_pt_utils.py",
+        folder / "trainer_callback.py",
+    ]
     loads = 0
     for path in sources:
         source = path.read_text()

@@ -309,7 +309,9 @@ def build_checkpoints(family, tokenizer, root):
         return [("mae_lm", pretrained, True, ("glue", "qa", "ner"), "MaeLmFor", "transformers_modules.")]
     if family == "biphasic":
         config = tiny_biphasic_config(
-            **special_ids(tokenizer), bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
+            **special_ids(tokenizer),
+            bos_token_id=tokenizer.cls_token_id,
+            eos_token_id=tokenizer.sep_token_id,
             mask_token_id=tokenizer.mask_token_id,
         )
         BiphasicEncoderForPreTraining(config).save_pretrained(pretrained)
@@ -321,7 +323,11 @@ def build_checkpoints(family, tokenizer, root):
             ("eurobert", root / "eurobert", False, ("glue", "ner"), "EuroBertFor", "transformers.models.eurobert."),
         ]
     student = BertConfig(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
         **special_ids(tokenizer),
     )
     TaclForPreTraining(tiny_tacl_config(student_config=student)).save_pretrained(pretrained)
@@ -341,12 +347,21 @@ def run_child(runs, tmp_path):
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     env = {
-        **os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules"),
-        "HF_DATASETS_CACHE": str(tmp_path / "datasets"), "PYTHONPATH": "", "TOKENIZERS_PARALLELISM": "false",
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_MODULES_CACHE": str(tmp_path / "modules"),
+        "HF_DATASETS_CACHE": str(tmp_path / "datasets"),
+        "PYTHONPATH": "",
+        "TOKENIZERS_PARALLELISM": "false",
     }
     completed = subprocess.run(
         [sys.executable, str(tmp_path / "child.py"), str(tmp_path / "job.json"), str(tmp_path / "results.json")],
-        cwd=outside, env=env, capture_output=True, text=True, timeout=600,
+        cwd=outside,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert completed.returncode == 0, completed.stderr[-4000:]
     return json.loads((tmp_path / "results.json").read_text())
@@ -359,17 +374,21 @@ def test_stock_script_calls_on_a_pretraining_checkpoint(family, tokenizer, tmp_p
     assert results.pop("hf_encoders_imported") is False
     classes = {"glue": "SequenceClassification", "qa": "QuestionAnswering", "ner": "TokenClassification"}
     head_prefixes = {"glue": ("classifier.", "dense."), "qa": ("qa_outputs.",), "ner": ("classifier.",)}
-    for name, path, remote, tasks, class_prefix, module_prefix in runs:
+    for name, _path, remote, tasks, class_prefix, module_prefix in runs:
         assert sorted(results[name]) == sorted(tasks)
         for task in tasks:
             report = results[name][task]
             where = f"{name}/{task}"
             # The class the Auto class picked: the checkpoint's own code for remote families, transformers' otherwise.
             assert report["class"] == report["reloaded_class"] == class_prefix + classes[task], where
-            assert report["module"].startswith(module_prefix) and report["reloaded_module"].startswith(module_prefix), where
+            assert report["module"].startswith(module_prefix) and report["reloaded_module"].startswith(module_prefix), (
+                where
+            )
             # The encoder came from the pre-training checkpoint; only the new task head was initialised.
             assert report["encoder_missing"] == [], where
-            assert report["head_missing"] and all(k.startswith(head_prefixes[task]) for k in report["head_missing"]), where
+            assert report["head_missing"] and all(k.startswith(head_prefixes[task]) for k in report["head_missing"]), (
+                where
+            )
             assert report["train_loss"] > 0 and report["train_loss"] == report["train_loss"], where  # finite, trained
             assert "eval_loss" in report["eval_metrics"] and "test_runtime" in report["predict_metrics"], where
             # save_model wrote weights, tokenizer and (for remote code) the model's code; the reload predicts the same.

@@ -9,9 +9,17 @@ import textwrap
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
 from datasets import Dataset
-from transformers import BertConfig, BertModel, ModernBertConfig, RobertaConfig, Trainer, TrainingArguments, default_data_collator
+from safetensors.torch import load_file, save_file
+from transformers import (
+    BertConfig,
+    BertModel,
+    ModernBertConfig,
+    RobertaConfig,
+    Trainer,
+    TrainingArguments,
+    default_data_collator,
+)
 
 from hf_encoders import DataCollatorForTaCL, TaclForPreTraining
 from hf_encoders.data import documents_to_sentences, embedded_documents, train_wordpiece_tokenizer
@@ -25,8 +33,15 @@ STUDENT_CONFIGS = {
     "bert": lambda: BertConfig(**TINY, max_position_embeddings=64, pad_token_id=0),
     "roberta": lambda: RobertaConfig(**TINY, max_position_embeddings=80, pad_token_id=1, type_vocab_size=1),
     "modernbert": lambda: ModernBertConfig(
-        **TINY, max_position_embeddings=64, pad_token_id=0, cls_token_id=2, sep_token_id=3, bos_token_id=2,
-        eos_token_id=3, local_attention=8, global_attn_every_n_layers=2,
+        **TINY,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        cls_token_id=2,
+        sep_token_id=3,
+        bos_token_id=2,
+        eos_token_id=3,
+        local_attention=8,
+        global_attn_every_n_layers=2,
     ),
     "biphasic": TINY_CONFIGS["biphasic"],  # this package's own encoder
 }
@@ -49,8 +64,12 @@ def masked_batch(pad_lengths=(0, 3, 5), length=12, seed=0):
     input_ids[:, 4] = (clean[:, 4] + 7 - 5) % (VOCAB_SIZE - 5) + 5  # a different real token
     # position 6 stays unchanged: still an anchor
     labels = torch.where(anchors, clean, -100)
-    batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels,
-             "next_sentence_label": torch.arange(len(pad_lengths)) % 2}
+    batch = {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "labels": labels,
+        "next_sentence_label": torch.arange(len(pad_lengths)) % 2,
+    }
     return clean, batch
 
 
@@ -58,11 +77,21 @@ def eq1_by_hand(student, teacher, anchors, attention_mask, temperature, padding_
     """Eq. 1, anchor by anchor, with explicit cosine similarities, averaged over anchors."""
     losses = []
     for row in range(student.shape[0]):
-        keys = torch.ones_like(attention_mask[row], dtype=torch.bool) if padding_in_denominator else attention_mask[row].bool()
+        keys = (
+            torch.ones_like(attention_mask[row], dtype=torch.bool)
+            if padding_in_denominator
+            else attention_mask[row].bool()
+        )
         for i in anchors[row].nonzero().flatten().tolist():
-            similarities = torch.stack(
-                [torch.nn.functional.cosine_similarity(student[row, i], teacher[row, j], dim=0) for j in keys.nonzero().flatten()]
-            ) / temperature
+            similarities = (
+                torch.stack(
+                    [
+                        torch.nn.functional.cosine_similarity(student[row, i], teacher[row, j], dim=0)
+                        for j in keys.nonzero().flatten()
+                    ]
+                )
+                / temperature
+            )
             target = int(keys[:i].sum())  # position i among the denominator's positions
             losses.append(torch.logsumexp(similarities, 0) - similarities[target])
     return torch.stack(losses).mean()
@@ -82,9 +111,12 @@ def test_contrastive_term_is_eq1(tiny_model, pad_lengths):
         out = tiny_model(**batch)
         # The teacher read the clean text, although the student saw [MASK], a random token and an unchanged one.
         torch.testing.assert_close(
-            out.teacher_last_hidden_state, tiny_model.teacher(clean, attention_mask=batch["attention_mask"]).last_hidden_state
+            out.teacher_last_hidden_state,
+            tiny_model.teacher(clean, attention_mask=batch["attention_mask"]).last_hidden_state,
         )
-        expected = eq1_by_hand(out.last_hidden_state, out.teacher_last_hidden_state, anchors, batch["attention_mask"], 0.01, False)
+        expected = eq1_by_hand(
+            out.last_hidden_state, out.teacher_last_hidden_state, anchors, batch["attention_mask"], 0.01, False
+        )
         torch.testing.assert_close(out.tacl_loss, expected, atol=1e-4, rtol=1e-4)
 
         tiny_model.config.exclude_padding_from_contrast = False  # the reference code's denominator
@@ -92,7 +124,9 @@ def test_contrastive_term_is_eq1(tiny_model, pad_lengths):
             reference = tiny_model(**batch).tacl_loss
         finally:
             tiny_model.config.exclude_padding_from_contrast = True
-    with_padding = eq1_by_hand(out.last_hidden_state, out.teacher_last_hidden_state, anchors, batch["attention_mask"], 0.01, True)
+    with_padding = eq1_by_hand(
+        out.last_hidden_state, out.teacher_last_hidden_state, anchors, batch["attention_mask"], 0.01, True
+    )
     torch.testing.assert_close(reference, with_padding, atol=1e-4, rtol=1e-4)
     if any(pad_lengths):
         assert reference - out.tacl_loss > 1e-4, "padding in the denominator adds negatives, so raises the loss"
@@ -127,7 +161,9 @@ def test_contrast_runs_in_fp32_for_half_precision_states():
     anchors = torch.rand(2, 10, generator=generator) < 0.3
     loss = token_contrastive_loss(student, teacher, anchors, temperature=0.01)
     assert loss.dtype == torch.float32
-    torch.testing.assert_close(loss, token_contrastive_loss(student.float(), teacher.float(), anchors, temperature=0.01))
+    torch.testing.assert_close(
+        loss, token_contrastive_loss(student.float(), teacher.float(), anchors, temperature=0.01)
+    )
 
 
 def test_teacher_is_deterministic_while_the_student_trains_with_dropout():
@@ -169,7 +205,7 @@ def test_the_embeddings_are_the_students_and_resizing_is_refused(tiny_model):
     assert tiny_model.get_input_embeddings() is tiny_model.student.bert.embeddings.word_embeddings
     assert tiny_model.get_output_embeddings() is tiny_model.student.cls.predictions.decoder
     assert tiny_model.get_input_embeddings() is not tiny_model.teacher.get_input_embeddings()
-    with pytest.raises(ValueError, match="share one vocabulary.*resize_token_embeddings.*from_encoder"):
+    with pytest.raises(ValueError, match=r"share one vocabulary.*resize_token_embeddings.*from_encoder"):
         tiny_model.resize_token_embeddings(VOCAB_SIZE + 8)
     assert tiny_model.get_input_embeddings().num_embeddings == VOCAB_SIZE
 
@@ -184,7 +220,7 @@ def test_from_encoder_refuses_an_incomplete_encoder(tmp_path):
     weights = load_file(tmp_path / "model.safetensors")
     del weights["encoder.layer.1.output.dense.weight"]
     save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
-    with pytest.raises(ValueError, match="encoder.layer.1.output.dense.weight"):
+    with pytest.raises(ValueError, match=r"encoder.layer.1.output.dense.weight"):
         TaclForPreTraining.from_encoder(str(tmp_path))
 
 
@@ -196,7 +232,7 @@ def test_reloaded_teacher_stays_frozen_and_loading_is_strict(tiny_model, tmp_pat
     weights = load_file(tmp_path / "model.safetensors")
     del weights["teacher.encoder.layer.0.output.dense.weight"]
     save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
-    with pytest.raises(ValueError, match="teacher.encoder.layer.0.output.dense.weight"):
+    with pytest.raises(ValueError, match=r"teacher.encoder.layer.0.output.dense.weight"):
         TaclForPreTraining.from_pretrained(tmp_path)
 
 
@@ -221,15 +257,29 @@ def masked_pairs(tokenizer, pairs):
 
 def train_tiny(tokenizer, pairs, output_dir, resume_from_checkpoint=None, **overrides):
     torch.manual_seed(0)
-    model = TaclForPreTraining(tiny_tacl_config(BertConfig(**{**TINY, "vocab_size": len(tokenizer)}, max_position_embeddings=64)))
+    model = TaclForPreTraining(
+        tiny_tacl_config(BertConfig(**{**TINY, "vocab_size": len(tokenizer)}, max_position_embeddings=64))
+    )
     settings = dict(
-        output_dir=str(output_dir), max_steps=4, per_device_train_batch_size=4, gradient_accumulation_steps=2,
-        learning_rate=1e-3, logging_steps=1, save_steps=2, report_to="none", use_cpu=True, seed=0,
-        dataloader_pin_memory=False, disable_tqdm=True,
+        output_dir=str(output_dir),
+        max_steps=4,
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=2,
+        learning_rate=1e-3,
+        logging_steps=1,
+        save_steps=2,
+        report_to="none",
+        use_cpu=True,
+        seed=0,
+        dataloader_pin_memory=False,
+        disable_tqdm=True,
     )
     trainer = Trainer(
-        model=model, args=TrainingArguments(**{**settings, **overrides}), train_dataset=pairs,
-        data_collator=default_data_collator, callbacks=[TaclLossLoggingCallback()],
+        model=model,
+        args=TrainingArguments(**{**settings, **overrides}),
+        train_dataset=pairs,
+        data_collator=default_data_collator,
+        callbacks=[TaclLossLoggingCallback()],
     )
     initial = {name: value.clone() for name, value in model.state_dict().items()}
     trainer.train(resume_from_checkpoint=resume_from_checkpoint)
@@ -240,7 +290,11 @@ def test_trainer_keeps_the_teacher_frozen_logs_each_term_and_resumes_exactly(tok
     trainer, initial = train_tiny(tokenizer, masked_pairs, tmp_path / "run")
     model = trainer.model
     for name, parameter in model.teacher.named_parameters():
-        assert torch.equal(parameter, initial[f"teacher.{name}"]) and parameter.grad is None and not parameter.requires_grad
+        assert (
+            torch.equal(parameter, initial[f"teacher.{name}"])
+            and parameter.grad is None
+            and not parameter.requires_grad
+        )
     optimized = {id(p) for group in trainer.optimizer.param_groups for p in group["params"]}
     assert not optimized & {id(p) for p in model.teacher.parameters()}
     embeddings = "student.bert.embeddings.word_embeddings.weight"
@@ -254,10 +308,14 @@ def test_trainer_keeps_the_teacher_frozen_logs_each_term_and_resumes_exactly(tok
     saved = json.loads((tmp_path / "run" / "checkpoint-4" / "trainer_state.json").read_text())
     assert "tacl_loss" in saved["log_history"][0]
 
-    resumed, _ = train_tiny(tokenizer, masked_pairs, tmp_path / "run", resume_from_checkpoint=str(tmp_path / "run" / "checkpoint-2"))
+    resumed, _ = train_tiny(
+        tokenizer, masked_pairs, tmp_path / "run", resume_from_checkpoint=str(tmp_path / "run" / "checkpoint-2")
+    )
     assert not any(p.requires_grad for p in resumed.model.teacher.parameters())
     final, again = model.state_dict(), resumed.model.state_dict()
-    assert all(torch.equal(final[key], again[key]) for key in final), "resumed training must match the uninterrupted run"
+    assert all(torch.equal(final[key], again[key]) for key in final), (
+        "resumed training must match the uninterrupted run"
+    )
 
 
 FRESH_PROCESS_SCRIPT = textwrap.dedent(
@@ -297,11 +355,19 @@ def test_save_student_writes_plain_checkpoints_for_the_stock_scripts(tokenizer, 
     (tmp_path / "fresh.py").write_text(FRESH_PROCESS_SCRIPT)
     completed = subprocess.run(
         [sys.executable, "fresh.py", "batch.safetensors", "out.safetensors", "bert", "roberta"],
-        cwd=tmp_path, env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     results = load_file(tmp_path / "out.safetensors")
     for student_type, out in expected.items():
-        for auto_class in ("AutoModelForSequenceClassification", "AutoModelForQuestionAnswering", "AutoModelForMaskedLM"):
+        for auto_class in (
+            "AutoModelForSequenceClassification",
+            "AutoModelForQuestionAnswering",
+            "AutoModelForMaskedLM",
+        ):
             torch.testing.assert_close(results[f"{student_type}:{auto_class}"], out.last_hidden_state, msg=auto_class)
         torch.testing.assert_close(results[f"{student_type}:mlm_logits"], out.logits)

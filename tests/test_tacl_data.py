@@ -37,7 +37,7 @@ def test_pairs_follow_the_bert_recipe(seed):
 def chunk_lengths(pairs, lengths):
     """Tokens of each chunk (A plus its own B, or A alone when B was random)."""
     sizes = []
-    for (doc, a_start, a_end), (_, b_start, b_end), is_random in pairs:
+    for (doc, a_start, a_end), (_, _b_start, b_end), is_random in pairs:
         end = a_end if is_random else b_end
         sizes.append(sum(lengths[doc][a_start:end]))
     return sizes
@@ -86,8 +86,12 @@ def test_collator_masks_80_10_10_and_passes_pairs_through(tokenizer, pairs):
     expected_types = [row["token_type_ids"] + [0] * (width - len(row["token_type_ids"])) for row in examples]
     assert torch.equal(batch["token_type_ids"], torch.tensor(expected_types))
 
-    special = torch.tensor([row["special_tokens_mask"] + [1] * (width - len(row["special_tokens_mask"])) for row in examples])
-    clean = torch.tensor([row["input_ids"] + [tokenizer.pad_token_id] * (width - len(row["input_ids"])) for row in examples])
+    special = torch.tensor(
+        [row["special_tokens_mask"] + [1] * (width - len(row["special_tokens_mask"])) for row in examples]
+    )
+    clean = torch.tensor(
+        [row["input_ids"] + [tokenizer.pad_token_id] * (width - len(row["input_ids"])) for row in examples]
+    )
     anchors = batch["labels"] != -100
     assert not (anchors & special.bool()).any(), "special tokens and padding are never selected"
     assert torch.equal(batch["labels"][anchors], clean[anchors])

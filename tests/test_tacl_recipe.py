@@ -12,10 +12,10 @@ from huggingface_hub import ModelCard
 from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer, BertConfig, BertForMaskedLM, TrainerState
 
 from hf_encoders import DataCollatorForTaCL, TaclForPreTraining
-from hf_encoders.training.cards import write_model_card
 from hf_encoders.data import documents_to_sentences, embedded_documents, train_wordpiece_tokenizer
 from hf_encoders.data.sentence_pairs import build_sentence_pairs
 from hf_encoders.training.arguments import PretrainArguments
+from hf_encoders.training.cards import write_model_card
 from hf_encoders.training.recipes import get_recipe
 from hf_encoders.training.recipes.tacl import TaclLossLoggingCallback, TaclRecipe, export_student
 
@@ -25,7 +25,9 @@ def init_dir(tmp_path_factory):
     """A tiny pretrained-looking BERT MLM checkpoint with its tokenizer (no NSP head, like run_mlm's output)."""
     path = tmp_path_factory.mktemp("init")
     tokenizer = train_wordpiece_tokenizer(embedded_documents()[:40], vocab_size=300)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+    config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
+    )
     BertForMaskedLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
@@ -68,7 +70,10 @@ def test_export_student_from_a_checkpoint(init_dir, tmp_path):
     ids = torch.tensor([[2, 10, 11, 12, 3]])
     with torch.no_grad():
         torch.testing.assert_close(exported(ids).logits, model(ids).logits)
-    assert AutoTokenizer.from_pretrained(tmp_path / "student").get_vocab() == AutoTokenizer.from_pretrained(init_dir).get_vocab()
+    assert (
+        AutoTokenizer.from_pretrained(tmp_path / "student").get_vocab()
+        == AutoTokenizer.from_pretrained(init_dir).get_vocab()
+    )
 
 
 def test_model_card(tmp_path):
@@ -77,7 +82,10 @@ def test_model_card(tmp_path):
     assert card.data.library_name == "transformers" and card.data.pipeline_tag == "fill-mask"
     assert {"hf-encoders", "tacl"} <= set(card.data.tags)
     assert card.data.base_model == "bert-base-uncased" and "wikipedia" in card.data.datasets
-    assert f'pipeline("fill-mask", model="{tmp_path.name}")' in card.text and "Token-aware Contrastive Learning" in card.text
+    assert (
+        f'pipeline("fill-mask", model="{tmp_path.name}")' in card.text
+        and "Token-aware Contrastive Learning" in card.text
+    )
     assert "{{" not in card.text
 
 

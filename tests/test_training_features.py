@@ -13,7 +13,10 @@ FAMILIES = {
     "mae_lm": lambda: MaeLmForMaskedLM(tiny_mae_lm_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
     "biphasic": lambda: BiphasicEncoderForPreTraining(tiny_biphasic_config()),
     "tacl": lambda: TaclForPreTraining(
-        tiny_tacl_config(student_config=tiny_tacl_config().student_config.to_dict() | {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})
+        tiny_tacl_config(
+            student_config=tiny_tacl_config().student_config.to_dict()
+            | {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+        )
     ),
 }
 

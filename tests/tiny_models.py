@@ -2,7 +2,6 @@
 round trip covers all of its classes."""
 
 import torch
-
 from transformers import BertConfig
 
 from hf_encoders import BiphasicConfig, MaeLmConfig, TaclConfig
@@ -13,9 +12,18 @@ MASK_TOKEN_ID = 4
 
 def tiny_mae_lm_config(**overrides) -> MaeLmConfig:
     settings = dict(
-        vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-        decoder_num_hidden_layers=1, max_position_embeddings=64, relative_attention_num_buckets=8,
-        relative_attention_max_distance=16, pad_token_id=0, mask_token_id=MASK_TOKEN_ID, num_labels=3,
+        vocab_size=VOCAB_SIZE,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        decoder_num_hidden_layers=1,
+        max_position_embeddings=64,
+        relative_attention_num_buckets=8,
+        relative_attention_max_distance=16,
+        pad_token_id=0,
+        mask_token_id=MASK_TOKEN_ID,
+        num_labels=3,
     )
     return MaeLmConfig(**{**settings, **overrides})
 
@@ -24,8 +32,13 @@ def tiny_tacl_config(student_config=None, **overrides) -> TaclConfig:
     """TaCL around a tiny BERT student (so NSP is on) unless another student config is given."""
     if student_config is None:
         student_config = BertConfig(
-            vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-            max_position_embeddings=64, pad_token_id=0,
+            vocab_size=VOCAB_SIZE,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            max_position_embeddings=64,
+            pad_token_id=0,
         )
     return TaclConfig(student_config=student_config, **overrides)
 
@@ -33,9 +46,18 @@ def tiny_tacl_config(student_config=None, **overrides) -> TaclConfig:
 def tiny_biphasic_config(**overrides) -> BiphasicConfig:
     """Grouped-query attention (4 heads, 2 KV heads); pad 0, BOS 1, EOS 2."""
     settings = dict(
-        vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        intermediate_size=64, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-        mask_token_id=MASK_TOKEN_ID, num_labels=3,
+        vocab_size=VOCAB_SIZE,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        mask_token_id=MASK_TOKEN_ID,
+        num_labels=3,
     )
     return BiphasicConfig(**{**settings, **overrides})
 
@@ -62,9 +84,21 @@ def tiny_tokenizer():
     from tokenizers.pre_tokenizers import WhitespaceSplit
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": MASK_TOKEN_ID, **{f"w{i}": i for i in range(5, VOCAB_SIZE)}}
+    vocab = {
+        "[PAD]": 0,
+        "[UNK]": 1,
+        "[CLS]": 2,
+        "[SEP]": 3,
+        "[MASK]": MASK_TOKEN_ID,
+        **{f"w{i}": i for i in range(5, VOCAB_SIZE)},
+    }
     backend = Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
     backend.pre_tokenizer = WhitespaceSplit()
     return PreTrainedTokenizerFast(
-        tokenizer_object=backend, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
+        tokenizer_object=backend,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
     )

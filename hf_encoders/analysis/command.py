@@ -36,7 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mask-probability", type=float, default=0.15, help="share of real tokens masked")
     parser.add_argument("--rank-threshold", type=float, default=0.9, help="tau of the effective rank")
     parser.add_argument("--heatmap-text", help="sentence of the heatmaps (default: the corpus's first of 8+ words)")
-    parser.add_argument("--labels", nargs="+", metavar="LABEL", help="names of the models in plots and report (default: folder names)")
+    parser.add_argument(
+        "--labels", nargs="+", metavar="LABEL", help="names of the models in plots and report (default: folder names)"
+    )
     parser.add_argument("--output-dir", type=Path, default=Path("analysis"))
     parser.add_argument("--seed", type=int, default=0, help="seed of the [MASK] positions")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -57,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     # Every tokenizer first: a mistyped path fails in seconds, not after the models before it were analysed.
     tokenizers = [
         load_tokenizer(
-            path, fix="Pass checkpoint folders holding their tokenizer (as hf-encoders pretrain writes them) or Hub names.",
+            path,
+            fix="Pass checkpoint folders holding their tokenizer (as hf-encoders pretrain writes them) or Hub names.",
             trust_remote_code=args.trust_remote_code,
         )
         for path in args.models
@@ -83,7 +86,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def analyse_checkpoint(
-    path: str, tokenizer: PreTrainedTokenizerBase, label: str, sentences: list[str], heatmap_text: str,
+    path: str,
+    tokenizer: PreTrainedTokenizerBase,
+    label: str,
+    sentences: list[str],
+    heatmap_text: str,
     args: argparse.Namespace,
 ) -> LayerwiseReport:
     """The report of one checkpoint, and its heatmap; the model is freed on return, before the next one loads."""

@@ -40,4 +40,3 @@ def isotropy(hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch
     mean = IsotropyMean()
     mean.update(hidden_states, attention_mask)
     return mean.value()
-

@@ -54,7 +54,9 @@ class DataCollatorForBiphasic(ReproducibleMaskingMixin, DataCollatorForLanguageM
         if self.objective is not None and self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be None (both views) or one of {OBJECTIVES}, got {self.objective!r}.")
         if self.return_tensors != "pt":
-            raise ValueError(f"DataCollatorForBiphasic produces PyTorch tensors only; got return_tensors={self.return_tensors!r}.")
+            raise ValueError(
+                f"DataCollatorForBiphasic produces PyTorch tensors only; got return_tensors={self.return_tensors!r}."
+            )
         if self.tokenizer.pad_token is None:
             raise ValueError(
                 f"The tokenizer {type(self.tokenizer).__name__} has no pad token. Llama-style tokenizers pad with "

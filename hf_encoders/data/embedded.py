@@ -18,7 +18,6 @@ import sys
 import sysconfig
 import tokenize
 from pathlib import Path
-
 from pydoc_data.topics import topics as pydoc_topics
 
 from .sentences import split_sentences

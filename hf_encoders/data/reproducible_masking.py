@@ -15,7 +15,9 @@ from transformers import DataCollatorForLanguageModeling, TrainerCallback
 
 
 def batch_seed(seed: int, epoch: int, input_ids: torch.Tensor) -> int:
-    digest = hashlib.blake2b(input_ids.cpu().contiguous().numpy().tobytes(), digest_size=8, key=f"{seed}:{epoch}".encode())
+    digest = hashlib.blake2b(
+        input_ids.cpu().contiguous().numpy().tobytes(), digest_size=8, key=f"{seed}:{epoch}".encode()
+    )
     return int.from_bytes(digest.digest(), "little") >> 1  # manual_seed takes a non-negative int64
 
 

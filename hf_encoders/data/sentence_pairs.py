@@ -44,7 +44,11 @@ def sample_pairs(
                 a_end = rng.randint(chunk_start + 1, i) if i > chunk_start else chunk_start + 1
                 a = (doc_index, chunk_start, a_end)
                 if i == chunk_start or rng.random() < random_next_prob:
-                    yield a, random_segment(sentence_lengths, doc_index, target - sum(lengths[chunk_start:a_end]), rng), 1
+                    yield (
+                        a,
+                        random_segment(sentence_lengths, doc_index, target - sum(lengths[chunk_start:a_end]), rng),
+                        1,
+                    )
                     i = a_end - 1  # the chunk's unused sentences start the next chunk
                 else:
                     yield a, (doc_index, a_end, i + 1), 0
@@ -88,7 +92,9 @@ def build_sentence_pairs(
     # Sentences with no tokens (stray punctuation the tokenizer drops) and documents left empty are skipped.
     sentences, lengths, position = [], [], 0
     for document in documents:
-        kept = [(sentence, count) for sentence, count in zip(document, counts[position : position + len(document)]) if count]
+        kept = [
+            (sentence, count) for sentence, count in zip(document, counts[position : position + len(document)]) if count
+        ]
         position += len(document)
         if kept:
             sentences.append([sentence for sentence, _ in kept])
@@ -115,5 +121,9 @@ def build_sentence_pairs(
 
 def _encode_pairs(batch: dict[str, list], tokenizer: PreTrainedTokenizerBase, max_length: int) -> dict:
     return tokenizer(
-        batch["text_a"], batch["text_b"], truncation="longest_first", max_length=max_length, return_special_tokens_mask=True
+        batch["text_a"],
+        batch["text_b"],
+        truncation="longest_first",
+        max_length=max_length,
+        return_special_tokens_mask=True,
     )

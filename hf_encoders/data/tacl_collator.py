@@ -38,6 +38,8 @@ class DataCollatorForTaCL(ReproducibleMaskingMixin, DataCollatorForLanguageModel
         if "next_sentence_label" not in examples[0]:
             return super().torch_call(examples)
         next_sentence_labels = torch.tensor([example["next_sentence_label"] for example in examples], dtype=torch.long)
-        batch = super().torch_call([{k: v for k, v in example.items() if k != "next_sentence_label"} for example in examples])
+        batch = super().torch_call(
+            [{k: v for k, v in example.items() if k != "next_sentence_label"} for example in examples]
+        )
         batch["next_sentence_label"] = next_sentence_labels
         return batch

@@ -26,9 +26,7 @@ def train_wordpiece_tokenizer(
     return tokenizer
 
 
-def load_or_train_tokenizer(
-    name_or_path: str | None, texts: Iterable[str], **train_kwargs
-) -> PreTrainedTokenizerBase:
+def load_or_train_tokenizer(name_or_path: str | None, texts: Iterable[str], **train_kwargs) -> PreTrainedTokenizerBase:
     """Load the tokenizer at `name_or_path` with `AutoTokenizer`, or train one on `texts` when it is None.
 
     `texts` and `train_kwargs` (see `train_wordpiece_tokenizer`) are only used for training.

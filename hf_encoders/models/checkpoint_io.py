@@ -64,7 +64,9 @@ class CheckpointMixin:
         # Transformers raises a bare RuntimeError on shape mismatches: collect them to report with the rest.
         tolerate_mismatch = kwargs.pop("ignore_mismatched_sizes", False) and cls._allow_ignore_mismatched_sizes
         try:
-            model, info = super().from_pretrained(*args, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
+            model, info = super().from_pretrained(
+                *args, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
+            )
         except Exception as error:
             if type(error).__name__ != "SafetensorError":
                 raise
@@ -72,13 +74,18 @@ class CheckpointMixin:
         problems = {
             "missing": [key for key in info["missing_keys"] if not key.startswith(cls._new_head_prefixes)],
             "unexpected": list(info["unexpected_keys"]),
-            "mis-shaped": [] if tolerate_mismatch else [
-                f"{key}: checkpoint {tuple(saved)} vs model {tuple(built)}" for key, saved, built in info["mismatched_keys"]
+            "mis-shaped": []
+            if tolerate_mismatch
+            else [
+                f"{key}: checkpoint {tuple(saved)} vs model {tuple(built)}"
+                for key, saved, built in info["mismatched_keys"]
             ],
         }
         if any(problems.values()):
             details = "; ".join(f"{kind}: {sorted(keys)[:8]}" for kind, keys in problems.items() if keys)
-            raise ValueError(f"The checkpoint {str(checkpoint)!r} does not fit {cls.__name__} ({details}). {cls.misfit_fix()}")
+            raise ValueError(
+                f"The checkpoint {str(checkpoint)!r} does not fit {cls.__name__} ({details}). {cls.misfit_fix()}"
+            )
         model.after_strict_load()
         return (model, info) if want_loading_info else model
 

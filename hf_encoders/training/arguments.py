@@ -5,15 +5,25 @@ from dataclasses import dataclass, field
 
 @dataclass
 class PretrainArguments:
-    method: str = field(metadata={"help": "Pre-training method: mae-lm, tacl, biphasic, or mlm (the plain BERT baseline)."})
+    method: str = field(
+        metadata={"help": "Pre-training method: mae-lm, tacl, biphasic, or mlm (the plain BERT baseline)."}
+    )
     corpus: str | None = field(
         default=None,
-        metadata={"help": "A .txt/.jsonl/.parquet file, a folder of them, or a datasets name. Default: English prose "
-                  "embedded from Python's own documentation (offline)."},
+        metadata={
+            "help": "A .txt/.jsonl/.parquet file, a folder of them, or a datasets name. Default: English prose "
+            "embedded from Python's own documentation (offline)."
+        },
     )
-    dataset_config: str | None = field(default=None, metadata={"help": "datasets configuration name, with --corpus NAME."})
-    text_column: str = field(default="text", metadata={"help": "Column holding the text in jsonl/parquet/datasets corpora."})
-    streaming: bool = field(default=False, metadata={"help": "Stream a datasets corpus instead of downloading it whole."})
+    dataset_config: str | None = field(
+        default=None, metadata={"help": "datasets configuration name, with --corpus NAME."}
+    )
+    text_column: str = field(
+        default="text", metadata={"help": "Column holding the text in jsonl/parquet/datasets corpora."}
+    )
+    streaming: bool = field(
+        default=False, metadata={"help": "Stream a datasets corpus instead of downloading it whole."}
+    )
     max_documents: int | None = field(default=None, metadata={"help": "Use only the first N documents (quick runs)."})
     tokenizer_name: str | None = field(
         default=None, metadata={"help": "Tokenizer path; when absent a WordPiece tokenizer is trained on the corpus."}
@@ -21,17 +31,28 @@ class PretrainArguments:
     vocab_size: int = field(default=8000, metadata={"help": "Vocabulary size of a tokenizer trained on the spot."})
     init: str | None = field(
         default=None,
-        metadata={"help": "Checkpoint to start from: the encoder TaCL continues, or the causal LM biphasic CPT converts."},
+        metadata={
+            "help": "Checkpoint to start from: the encoder TaCL continues, or the causal LM biphasic CPT converts."
+        },
     )
-    model_size: str = field(default="tiny", metadata={"help": "Size preset of a model built from scratch: tiny, small or base."})
+    model_size: str = field(
+        default="tiny", metadata={"help": "Size preset of a model built from scratch: tiny, small or base."}
+    )
     config_overrides: str | None = field(
-        default=None, metadata={"help": "Comma-separated config fields overriding the preset, e.g. 'hidden_size=128,num_hidden_layers=4'."}
+        default=None,
+        metadata={
+            "help": "Comma-separated config fields overriding the preset, e.g. 'hidden_size=128,num_hidden_layers=4'."
+        },
     )
     block_size: int = field(default=128, metadata={"help": "Tokens per training example."})
     mlm_probability: float | None = field(default=None, metadata={"help": "Masking ratio (default: the method's own)."})
     phases: str | None = field(
         default=None,
-        metadata={"help": "biphasic: objective:fraction of max_steps, in order. Default: clm:0.25,mlm:0.75 from "
-                  "scratch (PFS), mlm:1.0 with --init (CPT)."},
+        metadata={
+            "help": "biphasic: objective:fraction of max_steps, in order. Default: clm:0.25,mlm:0.75 from "
+            "scratch (PFS), mlm:1.0 with --init (CPT)."
+        },
     )
-    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenisation (datasets.map)."})
+    preprocessing_num_workers: int | None = field(
+        default=None, metadata={"help": "Processes for tokenisation (datasets.map)."}
+    )

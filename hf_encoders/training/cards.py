@@ -27,7 +27,13 @@ def training_summary(state: TrainerState, tokens_per_step: int | None = None) ->
 
 
 def write_model_card(
-    output_dir: Path, state: TrainerState, *, recipe, args, tokens_per_step: int | None = None, model_id: str | None = None
+    output_dir: Path,
+    state: TrainerState,
+    *,
+    recipe,
+    args,
+    tokens_per_step: int | None = None,
+    model_id: str | None = None,
 ) -> Path:
     """README.md in `output_dir`; `model_id` is the Hub repository the usage snippets name (default: the folder's name)."""
     card_data = ModelCardData(

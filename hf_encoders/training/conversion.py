@@ -21,7 +21,9 @@ def prepare_tokenizer(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizer
     """
     if tokenizer.eos_token is None:
         if tokenizer.sep_token is None:
-            raise ValueError(f"The tokenizer {type(tokenizer).__name__} has neither EOS nor [SEP] to separate packed documents.")
+            raise ValueError(
+                f"The tokenizer {type(tokenizer).__name__} has neither EOS nor [SEP] to separate packed documents."
+            )
         tokenizer.eos_token = tokenizer.sep_token
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -36,6 +36,10 @@ def push_output_dir(trainer: Trainer, commit_message: str = "End of training") -
         trainer.push_in_progress.wait_until_done()
     args = trainer.args
     return HfApi().upload_folder(
-        repo_id=trainer.hub_model_id, folder_path=args.output_dir, commit_message=commit_message,
-        token=args.hub_token, revision=args.hub_revision, ignore_patterns=UPLOAD_IGNORE_PATTERNS,
+        repo_id=trainer.hub_model_id,
+        folder_path=args.output_dir,
+        commit_message=commit_message,
+        token=args.hub_token,
+        revision=args.hub_revision,
+        ignore_patterns=UPLOAD_IGNORE_PATTERNS,
     )

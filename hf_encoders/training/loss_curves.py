@@ -5,7 +5,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import matplotlib.pyplot as plt
 
 
 def loss_series(log_history: list[dict]) -> dict[str, tuple[list[int], list[float]]]:

@@ -7,7 +7,9 @@ def parse_config_overrides(text: str | None) -> dict[str, int | float | bool | s
     for item in filter(None, (part.strip() for part in (text or "").split(","))):
         key, separator, value = item.partition("=")
         if not separator or not key:
-            raise ValueError(f"--config_overrides entry {item!r} is not KEY=VALUE; write e.g. 'hidden_size=128,num_hidden_layers=4'.")
+            raise ValueError(
+                f"--config_overrides entry {item!r} is not KEY=VALUE; write e.g. 'hidden_size=128,num_hidden_layers=4'."
+            )
         overrides[key.strip()] = _typed(value.strip())
     return overrides
 

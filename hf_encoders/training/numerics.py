@@ -106,7 +106,11 @@ class NonFiniteLossCallback(TrainerCallback):
         last = step >= state.max_steps > 0
         saving = control.should_save or (args.save_strategy == "steps" and (due(step, state.save_steps) or last))
         acting = (
-            saving or last or control.should_log or control.should_evaluate or control.should_training_stop
+            saving
+            or last
+            or control.should_log
+            or control.should_evaluate
+            or control.should_training_stop
             or (args.logging_strategy == "steps" and due(step, state.logging_steps))
             or (args.eval_strategy == "steps" and due(step, state.eval_steps))
             or due(step, self.check_every_n_steps)
@@ -126,16 +130,24 @@ class NonFiniteLossCallback(TrainerCallback):
             self._stop(control, f"The training loss logged at step {state.global_step} is {loss}.")
         grad_norm = logs.get("grad_norm")
         if isinstance(grad_norm, (int, float)) and not math.isfinite(grad_norm) and not args.fp16:
-            self._stop(control, f"The gradient norm at step {state.global_step} is {grad_norm} (the loss was finite): "
-                       "the optimizer step has made the weights non-finite.")
+            self._stop(
+                control,
+                f"The gradient norm at step {state.global_step} is {grad_norm} (the loss was finite): "
+                "the optimizer step has made the weights non-finite.",
+            )
 
     def _check(self, state, control, model=None):
         if self._seen is not None and bool(self._seen):
             step, value = int(self._first_step), float(self._first_value)
-            self._stop(control, f"The training loss became {value} at step {step} (detected at step {state.global_step}).")
+            self._stop(
+                control, f"The training loss became {value} at step {step} (detected at step {state.global_step})."
+            )
         if model is not None and not weights_are_finite(model):
-            self._stop(control, f"The weights became non-finite at or before step {state.global_step} although every "
-                       "training loss was finite: the gradients overflowed in backward, or the update did.")
+            self._stop(
+                control,
+                f"The weights became non-finite at or before step {state.global_step} although every "
+                "training loss was finite: the gradients overflowed in backward, or the update did.",
+            )
 
     def _stop(self, control, what: str):
         control.should_save = False

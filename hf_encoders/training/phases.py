@@ -37,7 +37,9 @@ class PhaseScheduleCallback(TrainerCallback):
             raise ValueError("PhaseScheduleCallback needs at least one phase, e.g. [('clm', 0.25), ('mlm', 0.75)].")
         for objective, fraction in phases:
             if objective not in OBJECTIVES:
-                raise ValueError(f"Unknown objective {objective!r} in the phase schedule; use {' or '.join(OBJECTIVES)}.")
+                raise ValueError(
+                    f"Unknown objective {objective!r} in the phase schedule; use {' or '.join(OBJECTIVES)}."
+                )
             if not 0.0 < fraction <= 1.0:
                 raise ValueError(f"Phase {objective}:{fraction} must have a fraction of max_steps in (0, 1].")
         total = sum(fraction for _, fraction in phases)
@@ -83,7 +85,9 @@ class PhaseScheduleCallback(TrainerCallback):
             )
         empty = [(objective, start) for objective, start, end in self.boundaries(state.max_steps) if end == start]
         if empty:
-            raise ValueError(f"With max_steps={state.max_steps}, the phases {empty} get no step; train longer or merge phases.")
+            raise ValueError(
+                f"With max_steps={state.max_steps}, the phases {empty} get no step; train longer or merge phases."
+            )
         self.check_collator(train_dataloader)
         model.config.objective = self.objective_at(state.global_step, state.max_steps)
 

@@ -1,6 +1,6 @@
 """`hf-encoders pretrain`: any method on Trainer, every `TrainingArguments` option on the command line.
 
-    hf-encoders pretrain --method mae-lm --output_dir out/mae --max_steps 1000 --per_device_train_batch_size 32
+hf-encoders pretrain --method mae-lm --output_dir out/mae --max_steps 1000 --per_device_train_batch_size 32
 """
 
 import json
@@ -42,9 +42,14 @@ class PretrainResult:
 
 def card_writer(recipe, args: PretrainArguments, training_args: TrainingArguments):
     """(output_dir, TrainerState) -> README.md, for the final save and for every Hub push."""
-    sequences_per_step = training_args.train_batch_size * training_args.world_size * training_args.gradient_accumulation_steps
+    sequences_per_step = (
+        training_args.train_batch_size * training_args.world_size * training_args.gradient_accumulation_steps
+    )
     return partial(
-        write_model_card, recipe=recipe, args=args, model_id=training_args.hub_model_id,
+        write_model_card,
+        recipe=recipe,
+        args=args,
+        model_id=training_args.hub_model_id,
         tokens_per_step=sequences_per_step * args.block_size,
     )
 
@@ -61,7 +66,9 @@ def shared_tokenizer(recipe, args: PretrainArguments, training_args: TrainingArg
         return recipe.build_tokenizer(replace(args, tokenizer_name=str(folder)), documents)
 
 
-def build_trainer(args: PretrainArguments, training_args: TrainingArguments, resume_from_checkpoint: str | None = None) -> Trainer:
+def build_trainer(
+    args: PretrainArguments, training_args: TrainingArguments, resume_from_checkpoint: str | None = None
+) -> Trainer:
     """Everything `pretrain` trains with: corpus, tokenizer, model, data, collator and callbacks of the method."""
     if resume_from_checkpoint is not None and args.tokenizer_name is None and args.init is None:
         # A tokenizer trained on the spot cannot be trained again identically (tokenizers' WordPiece trainer breaks
@@ -74,7 +81,9 @@ def build_trainer(args: PretrainArguments, training_args: TrainingArguments, res
         )
     recipe = get_recipe(args.method)
     set_seed(training_args.seed)  # before the model is built, so two runs with one seed start from the same weights
-    documents = load_documents(args.corpus, dataset_config=args.dataset_config, text_column=args.text_column, streaming=args.streaming)
+    documents = load_documents(
+        args.corpus, dataset_config=args.dataset_config, text_column=args.text_column, streaming=args.streaming
+    )
     if args.max_documents is not None:
         documents = documents.take(args.max_documents)
     tokenizer = shared_tokenizer(recipe, args, training_args, documents)

@@ -14,9 +14,15 @@ POOLINGS = ("mean", "cls", "last")
 
 # The paper's sizes (its Appendix A; EuroBERT shapes). Every other field keeps its default.
 PRESETS = {
-    "210m": dict(num_hidden_layers=12, hidden_size=768, intermediate_size=3072, num_attention_heads=12, num_key_value_heads=12),
-    "610m": dict(num_hidden_layers=26, hidden_size=1152, intermediate_size=4096, num_attention_heads=18, num_key_value_heads=6),
-    "1b": dict(num_hidden_layers=28, hidden_size=1728, intermediate_size=5120, num_attention_heads=18, num_key_value_heads=6),
+    "210m": dict(
+        num_hidden_layers=12, hidden_size=768, intermediate_size=3072, num_attention_heads=12, num_key_value_heads=12
+    ),
+    "610m": dict(
+        num_hidden_layers=26, hidden_size=1152, intermediate_size=4096, num_attention_heads=18, num_key_value_heads=6
+    ),
+    "1b": dict(
+        num_hidden_layers=28, hidden_size=1728, intermediate_size=5120, num_attention_heads=18, num_key_value_heads=6
+    ),
 }
 
 

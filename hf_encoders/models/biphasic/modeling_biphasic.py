@@ -52,9 +52,22 @@ logger = logging.get_logger(__name__)
 CONVERTIBLE_CAUSAL_LMS = ("llama", "mistral", "qwen2")
 # Llama fields copied verbatim from a converted checkpoint's config.
 LLAMA_FIELDS = (
-    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-    "num_key_value_heads", "head_dim", "hidden_act", "max_position_embeddings", "initializer_range", "rms_norm_eps",
-    "attention_dropout", "tie_word_embeddings", "pad_token_id", "bos_token_id", "eos_token_id",
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "hidden_act",
+    "max_position_embeddings",
+    "initializer_range",
+    "rms_norm_eps",
+    "attention_dropout",
+    "tie_word_embeddings",
+    "pad_token_id",
+    "bos_token_id",
+    "eos_token_id",
 )
 
 
@@ -87,11 +100,16 @@ class BiphasicPreTrainedModel(CheckpointMixin, LlamaPreTrainedModel):
         further training of the export leaves the EOS row frozen.
         """
         if self.eurobert_class is None:
-            raise ValueError(f"transformers has no EuroBERT class equivalent to {type(self).__name__}; keep the remote-code checkpoint.")
+            raise ValueError(
+                f"transformers has no EuroBERT class equivalent to {type(self).__name__}; keep the remote-code checkpoint."
+            )
         pooling = {"mean": "mean", "cls": "bos"}.get(self.config.classifier_pooling)
         if pooling is None and self.eurobert_class == "EuroBertForSequenceClassification":
             raise ValueError("EuroBERT has no 'last' pooling; only 'mean' and 'cls' classifiers export exactly.")
-        fields = {name: getattr(self.config, name) for name in (*LLAMA_FIELDS, "rope_parameters", "attention_bias", "mlp_bias")}
+        fields = {
+            name: getattr(self.config, name)
+            for name in (*LLAMA_FIELDS, "rope_parameters", "attention_bias", "mlp_bias")
+        }
         task = {name: getattr(self.config, name) for name in ("id2label", "label2id", "problem_type")}
         mask = {} if self.config.mask_token_id is None else {"mask_token_id": self.config.mask_token_id}
         config = EuroBertConfig(**fields, **task, **mask, classifier_pooling=pooling or "mean")
@@ -139,8 +157,12 @@ class BiphasicEncoder(BiphasicPreTrainedModel, LlamaModel):
             )
         # `is_causal` picks create_causal_mask or create_bidirectional_mask and reaches the attention kernels.
         return super().forward(
-            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-            inputs_embeds=inputs_embeds, is_causal=is_causal, **kwargs,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            is_causal=is_causal,
+            **kwargs,
         )
 
 
@@ -235,7 +257,9 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
         if config.attention_bias:
             for index, layer in enumerate(model.model.layers):
                 # Qwen2 biases q, k and v only; a zero o_proj bias computes the same function.
-                state.setdefault(f"model.layers.{index}.self_attn.o_proj.bias", torch.zeros_like(layer.self_attn.o_proj.bias))
+                state.setdefault(
+                    f"model.layers.{index}.self_attn.o_proj.bias", torch.zeros_like(layer.self_attn.o_proj.bias)
+                )
         result = model.load_state_dict(state, strict=False)
         if result.missing_keys or result.unexpected_keys:
             raise ValueError(
@@ -278,7 +302,9 @@ def biphasic_config_from_causal_lm(source, mask_token_id: int | None = None) -> 
     if model_type == "qwen2" and not source.use_sliding_window:
         window = None
     if window is not None and window < fields["max_position_embeddings"]:
-        logger.warning(f"{model_type} attends within a sliding window of {window}: converting with max_position_embeddings={window}.")
+        logger.warning(
+            f"{model_type} attends within a sliding window of {window}: converting with max_position_embeddings={window}."
+        )
         fields["max_position_embeddings"] = window
     return BiphasicConfig(
         **fields,
@@ -321,11 +347,18 @@ class BiphasicEncoderForPreTraining(BiphasicLanguageModel):
         if objective == "mlm" and mlm_input_ids is not None:
             input_ids, labels = mlm_input_ids, mlm_labels
         loss, logits, outputs = self.language_model_loss(
-            input_ids, labels, is_causal=objective == "clm", attention_mask=attention_mask,
-            position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs,
+            input_ids,
+            labels,
+            is_causal=objective == "clm",
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            **kwargs,
         )
         output_class = CausalLMOutput if objective == "clm" else MaskedLMOutput
-        return output_class(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+        return output_class(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
 
 
 class BiphasicEncoderForMaskedLM(BiphasicLanguageModel):
@@ -343,10 +376,18 @@ class BiphasicEncoderForMaskedLM(BiphasicLanguageModel):
         **kwargs,
     ) -> MaskedLMOutput:
         loss, logits, outputs = self.language_model_loss(
-            input_ids, labels, is_causal=False, num_items_in_batch=num_items_in_batch, attention_mask=attention_mask,
-            position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs,
+            input_ids,
+            labels,
+            is_causal=False,
+            num_items_in_batch=num_items_in_batch,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            **kwargs,
         )
-        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+        return MaskedLMOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
 
 
 def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, pooling: str) -> torch.Tensor:
@@ -379,12 +420,25 @@ class BiphasicEncoderForSequenceClassification(BiphasicPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None, labels=None, token_type_ids=None, **kwargs):
-        outputs = self.model(input_ids, attention_mask, position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs)
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        token_type_ids=None,
+        **kwargs,
+    ):
+        outputs = self.model(
+            input_ids, attention_mask, position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs
+        )
         pooled = pool(outputs.last_hidden_state, attention_mask, self.config.classifier_pooling)
         logits = self.classifier(self.activation(self.dense(pooled)))
         loss = self.loss_function(labels, logits, self.config) if labels is not None else None
-        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+        return SequenceClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
 
 
 class BiphasicEncoderForTokenClassification(TokenClassificationMixin, BiphasicPreTrainedModel):
@@ -412,11 +466,11 @@ class BiphasicEncoderForQuestionAnswering(QuestionAnsweringMixin, BiphasicPreTra
 
 
 __all__ = [
-    "BiphasicPreTrainedModel",
     "BiphasicEncoder",
-    "BiphasicEncoderForPreTraining",
     "BiphasicEncoderForMaskedLM",
+    "BiphasicEncoderForPreTraining",
+    "BiphasicEncoderForQuestionAnswering",
     "BiphasicEncoderForSequenceClassification",
     "BiphasicEncoderForTokenClassification",
-    "BiphasicEncoderForQuestionAnswering",
+    "BiphasicPreTrainedModel",
 ]

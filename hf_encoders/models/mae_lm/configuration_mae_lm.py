@@ -73,10 +73,16 @@ class MaeLmConfig(PreTrainedConfig):
         # Plain ValueErrors (not `@strict`'s own error types) so callers catch one documented type.
         for width, heads, part in (
             (self.hidden_size, self.num_attention_heads, "hidden_size/num_attention_heads"),
-            (self.decoder_hidden_size, self.decoder_num_attention_heads, "decoder_hidden_size/decoder_num_attention_heads"),
+            (
+                self.decoder_hidden_size,
+                self.decoder_num_attention_heads,
+                "decoder_hidden_size/decoder_num_attention_heads",
+            ),
         ):
             if width % heads:
-                raise ValueError(f"{part}: {width} is not divisible by {heads} heads; pick a head count that divides it.")
+                raise ValueError(
+                    f"{part}: {width} is not divisible by {heads} heads; pick a head count that divides it."
+                )
         if not 0.0 <= self.mask_in_encoder_fraction <= 1.0:
             raise ValueError(
                 f"mask_in_encoder_fraction (δ) must lie in [0, 1], got {self.mask_in_encoder_fraction}: "

@@ -115,7 +115,12 @@ class MaeLmLayer(GradientCheckpointingLayer):
     """A post-LN BERT layer; the decoder builds it with its own width and no dropout."""
 
     def __init__(
-        self, config: MaeLmConfig, hidden_size: int, num_heads: int, intermediate_size: int, dropout: float,
+        self,
+        config: MaeLmConfig,
+        hidden_size: int,
+        num_heads: int,
+        intermediate_size: int,
+        dropout: float,
         attention_dropout: float,
     ):
         super().__init__()
@@ -180,10 +185,10 @@ class MaeLmPreTrainedModel(CheckpointMixin, PreTrainedModel):
             "depth), and load it without overriding those sizes."
         )
 
+
 class MaeLmModel(MaeLmPreTrainedModel):
     """The MAE-LM encoder: post-LN layers sharing ONE bucketed relative position bias, computed once per forward
     from `position_ids` (so a compacted input keeps its original distances)."""
-
 
     def __init__(self, config: MaeLmConfig):
         super().__init__(config)
@@ -191,8 +196,12 @@ class MaeLmModel(MaeLmPreTrainedModel):
         self.relative_attention_bias = nn.Embedding(config.relative_attention_num_buckets, config.num_attention_heads)
         self.layers = nn.ModuleList(
             MaeLmLayer(
-                config, config.hidden_size, config.num_attention_heads, config.intermediate_size,
-                dropout=config.hidden_dropout_prob, attention_dropout=config.attention_probs_dropout_prob,
+                config,
+                config.hidden_size,
+                config.num_attention_heads,
+                config.intermediate_size,
+                dropout=config.hidden_dropout_prob,
+                attention_dropout=config.attention_probs_dropout_prob,
             )
             for _ in range(config.num_hidden_layers)
         )
@@ -228,7 +237,8 @@ class MaeLmModel(MaeLmPreTrainedModel):
         self,
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,  # accepted for BERT-style tokenizers; MAE-LM has no segment embedding
+        token_type_ids: torch.Tensor
+        | None = None,  # accepted for BERT-style tokenizers; MAE-LM has no segment embedding
         position_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
@@ -247,7 +257,9 @@ class MaeLmModel(MaeLmPreTrainedModel):
                 )
             # One row of positions, broadcast over the batch (see attention_bias).
             position_ids = torch.arange(length, device=device)[None]
-        output_hidden_states = output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
 
         hidden_states = self.embeddings(input_ids, position_ids, inputs_embeds)
@@ -277,8 +289,12 @@ class MaeLmDecoder(nn.Module):
         self.layer_norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.layers = nn.ModuleList(
             MaeLmLayer(
-                config, width, config.decoder_num_attention_heads, config.decoder_intermediate_size,
-                dropout=0.0, attention_dropout=0.0,
+                config,
+                width,
+                config.decoder_num_attention_heads,
+                config.decoder_intermediate_size,
+                dropout=0.0,
+                attention_dropout=0.0,
             )
             for _ in range(config.decoder_num_hidden_layers)
         )
@@ -384,7 +400,9 @@ class MaeLmForMaskedLM(MaeLmPreTrainedModel):
                 "truncate the input or build the model with a larger position table."
             )
         if labels is not None and labels.shape != input_ids.shape:
-            raise ValueError(f"labels must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(labels.shape)}.")
+            raise ValueError(
+                f"labels must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(labels.shape)}."
+            )
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if position_ids is None:
@@ -434,11 +452,24 @@ class MaeLmForSequenceClassification(MaeLmPreTrainedModel):
         self.classifier = MaeLmClassificationHead(config)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, inputs_embeds=None, labels=None, **kwargs):
-        outputs = self.mae_lm(input_ids, attention_mask, position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs)
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        **kwargs,
+    ):
+        outputs = self.mae_lm(
+            input_ids, attention_mask, position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs
+        )
         logits = self.classifier(outputs.last_hidden_state)
         loss = self.loss_function(labels, logits, self.config) if labels is not None else None
-        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+        return SequenceClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
 
 
 class MaeLmForTokenClassification(TokenClassificationMixin, MaeLmPreTrainedModel):
@@ -464,10 +495,10 @@ class MaeLmForQuestionAnswering(QuestionAnsweringMixin, MaeLmPreTrainedModel):
 
 
 __all__ = [
-    "MaeLmPreTrainedModel",
-    "MaeLmModel",
     "MaeLmForMaskedLM",
+    "MaeLmForQuestionAnswering",
     "MaeLmForSequenceClassification",
     "MaeLmForTokenClassification",
-    "MaeLmForQuestionAnswering",
+    "MaeLmModel",
+    "MaeLmPreTrainedModel",
 ]

@@ -50,7 +50,9 @@ def token_contrastive_loss(
     """
     device_type = student_states.device.type
     full_precision = (
-        torch.autocast(device_type, enabled=False) if torch.amp.is_autocast_available(device_type) else contextlib.nullcontext()
+        torch.autocast(device_type, enabled=False)
+        if torch.amp.is_autocast_available(device_type)
+        else contextlib.nullcontext()
     )
     with full_precision:
         student = nn.functional.normalize(student_states.float(), dim=-1)
@@ -145,7 +147,9 @@ class TaclForPreTraining(CheckpointMixin, PreTrainedModel):
         config.student_config = student.config
         self.head_layout = mlm_head_layout(student)
         if config.use_nsp and not hasattr(getattr(student, "cls", None), "seq_relationship"):
-            raise ValueError(f"use_nsp=True but {type(student).__name__} has no NSP head; build it with AutoModelForPreTraining.")
+            raise ValueError(
+                f"use_nsp=True but {type(student).__name__} has no NSP head; build it with AutoModelForPreTraining."
+            )
         self.student = student
         self.teacher = copy.deepcopy(student.base_model)
         if getattr(self.teacher, "pooler", None) is not None:
@@ -298,13 +302,19 @@ class TaclForPreTraining(CheckpointMixin, PreTrainedModel):
             encoder_inputs["token_type_ids"] = token_type_ids
         encoded = self.student.base_model(input_ids=input_ids, **encoder_inputs)
         states = encoded.last_hidden_state
-        seq_relationship_logits = self.student.cls.seq_relationship(encoded.pooler_output) if self.config.use_nsp else None
+        seq_relationship_logits = (
+            self.student.cls.seq_relationship(encoded.pooler_output) if self.config.use_nsp else None
+        )
         if labels is None:
             return TaclForPreTrainingOutput(
-                logits=self.mlm_logits(states), seq_relationship_logits=seq_relationship_logits, last_hidden_state=states
+                logits=self.mlm_logits(states),
+                seq_relationship_logits=seq_relationship_logits,
+                last_hidden_state=states,
             )
         if labels.shape != input_ids.shape:
-            raise ValueError(f"labels must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(labels.shape)}.")
+            raise ValueError(
+                f"labels must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(labels.shape)}."
+            )
         if self.config.use_nsp and next_sentence_label is None:
             raise ValueError(
                 "use_nsp=True needs next_sentence_label: feed sentence pairs through DataCollatorForTaCL, "

@@ -20,8 +20,12 @@ from .base import Recipe
 
 # base is the paper's 210M model; tiny and small keep grouped-query attention so demos exercise it.
 SIZES = {
-    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=256),
-    "small": dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2, intermediate_size=1024),
+    "tiny": dict(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=256
+    ),
+    "small": dict(
+        hidden_size=256, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2, intermediate_size=1024
+    ),
     "base": PRESETS["210m"],
 }
 
@@ -37,7 +41,10 @@ class BiphasicRecipe(Recipe):
     def build_dataset(self, args, tokenizer, documents):
         tokenized = tokenize_documents(documents, tokenizer, num_proc=args.preprocessing_num_workers)
         return pack_llama_style(
-            tokenized, args.block_size, eos_id=tokenizer.eos_token_id, bos_id=tokenizer.bos_token_id,
+            tokenized,
+            args.block_size,
+            eos_id=tokenizer.eos_token_id,
+            bos_id=tokenizer.bos_token_id,
             num_proc=args.preprocessing_num_workers,
         )
 
@@ -56,7 +63,9 @@ class BiphasicRecipe(Recipe):
                 max_position_embeddings=max(BiphasicConfig.max_position_embeddings, args.block_size),
                 **ratio,
             )
-            config = BiphasicConfig(**{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides)})
+            config = BiphasicConfig(
+                **{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides)}
+            )
             model = BiphasicEncoderForPreTraining(config)
         if args.block_size > model.config.max_position_embeddings:
             raise ValueError(

@@ -33,4 +33,6 @@ class MlmRecipe(MaeLmRecipe):
         return BertForMaskedLM(config)
 
     def build_collator(self, args, tokenizer):
-        return ReproducibleDataCollatorForLanguageModeling(tokenizer, mlm_probability=args.mlm_probability or 0.15, pad_to_multiple_of=8)
+        return ReproducibleDataCollatorForLanguageModeling(
+            tokenizer, mlm_probability=args.mlm_probability or 0.15, pad_to_multiple_of=8
+        )

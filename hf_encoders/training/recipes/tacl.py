@@ -55,7 +55,9 @@ def export_student(
         saved_with_tokenizer = (Path(checkpoint) / "tokenizer_config.json").exists()
         tokenizer = checkpoint if saved_with_tokenizer else model.config.student_name_or_path
         if tokenizer is None:
-            raise ValueError(f"{checkpoint} holds no tokenizer and does not name its initial encoder; pass the tokenizer.")
+            raise ValueError(
+                f"{checkpoint} holds no tokenizer and does not name its initial encoder; pass the tokenizer."
+            )
     if not isinstance(tokenizer, PreTrainedTokenizerBase):
         tokenizer = load_tokenizer(tokenizer, fix="Pass the tokenizer of the encoder TaCL started from.")
     model.save_student(output_dir, tokenizer=tokenizer)
@@ -71,12 +73,16 @@ class TaclRecipe(Recipe):
         if args.tokenizer_name:
             fix = "Pass --tokenizer_name the folder (or Hub name) of the encoder's tokenizer."
             return load_tokenizer(args.tokenizer_name, fix=fix)
-        fix = "TaCL continues a pretrained encoder: pass --init the folder (or Hub name) of one saved with its tokenizer."
+        fix = (
+            "TaCL continues a pretrained encoder: pass --init the folder (or Hub name) of one saved with its tokenizer."
+        )
         return load_tokenizer(self.require_init(args), fix=fix)
 
     def build_dataset(self, args, tokenizer, documents):
         sentences = documents_to_sentences(documents, source_name=args.corpus or "the embedded corpus")
-        return build_sentence_pairs(sentences, tokenizer, max_length=args.block_size, num_proc=args.preprocessing_num_workers)
+        return build_sentence_pairs(
+            sentences, tokenizer, max_length=args.block_size, num_proc=args.preprocessing_num_workers
+        )
 
     def build_model(self, args, tokenizer):
         model = TaclForPreTraining.from_encoder(self.require_init(args))
