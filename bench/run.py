@@ -40,12 +40,14 @@ from hf_encoders import (
     TaclConfig,
     TaclForPreTraining,
 )
+from hf_encoders.families import FAMILIES, get_family
 
 MASK_ID, PAD_ID, FIRST_REAL_ID = 4, 0, 5
 
 
 @dataclass
 class Comparison:
+    family: str  # its name in hf_encoders.families
     name: str
     target: float
     ours: Callable[[], torch.nn.Module]
@@ -165,6 +167,7 @@ def comparisons(settings) -> list[Comparison]:
     )
     result = [
         Comparison(
+            "tacl",
             "TaCL vs BertForPreTraining",
             0.85,
             lambda: TaclForPreTraining(TaclConfig(student_config=bert.to_dict())),
@@ -177,6 +180,7 @@ def comparisons(settings) -> list[Comparison]:
     for probability, target in ((0.15, 1.0), (0.40, 0.85)):
         result.append(
             Comparison(
+                "mae_lm",
                 f"MAE-LM vs BertForMaskedLM, {probability:.0%} masked",
                 target,
                 lambda: MaeLmForMaskedLM(mae_lm),
@@ -188,18 +192,20 @@ def comparisons(settings) -> list[Comparison]:
         )
     result += [
         Comparison(
+            "biphasic",
             "biphasic MLM vs EuroBertForMaskedLM, 40% masked",
             0.8,
-            lambda: BiphasicEncoderForPreTraining(BiphasicConfig(mask_token_id=MASK_ID, objective="mlm", **llama)),
+            lambda: BiphasicEncoderForPreTraining(BiphasicConfig(mask_token_id=MASK_ID, **llama)),
             lambda: EuroBertForMaskedLM(EuroBertConfig(mask_token_id=MASK_ID, **llama)),
             lambda: masked_batch(settings, llama_vocab, 0.4),
             lambda: masked_batch(settings, llama_vocab, 0.4),
             biphasic_flops,
         ),
         Comparison(
+            "biphasic",
             "biphasic CLM vs LlamaForCausalLM",
             1.0,
-            lambda: BiphasicEncoderForPreTraining(BiphasicConfig(mask_token_id=MASK_ID, objective="clm", **llama)),
+            lambda: BiphasicEncoderForPreTraining(BiphasicConfig(mask_token_id=MASK_ID, **llama)),
             lambda: LlamaForCausalLM(LlamaConfig(**llama)),
             lambda: causal_batch(settings, llama_vocab, shifted=True),
             lambda: causal_batch(settings, llama_vocab, shifted=False),
@@ -323,7 +329,13 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--only", help="run only comparisons whose name contains this text")
+    parser.add_argument(
+        "--methods",
+        default=",".join(name for name in FAMILIES if name != "mlm"),
+        help=f"comma-separated methods to compare with their anchors ({', '.join(FAMILIES)}; mlm is the anchor itself)",
+    )
     settings = parser.parse_args()
+    methods = {get_family(name.strip()).name for name in settings.methods.split(",")}
 
     tokens = settings.batch * settings.length
     peak = gemm_peak_flops(settings)
@@ -338,7 +350,7 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for comparison in comparisons(settings):
-        if settings.only and settings.only not in comparison.name:
+        if comparison.family not in methods or (settings.only and settings.only not in comparison.name):
             continue
         result = run(comparison, settings)
         ratio = result.ratio

@@ -66,4 +66,4 @@ trainer = Trainer(
     callbacks=[PhaseScheduleCallback.from_string(args.phases)],
 )
 trainer.train()
-trainer.save_model()  # config.objective is "mlm" now: the checkpoint is the encoder
+trainer.save_model()  # the phase is run state, never saved: the checkpoint is the encoder, whatever phase ended

@@ -1,11 +1,11 @@
 """MAE-LM pre-training from scratch with a plain Trainer, offline, in a few CPU minutes.
 
-    python examples/pretrain_mae_lm.py --output_dir out/mae-lm --max_steps 500
+    python examples/pretrain_mae_lm.py --output_dir out/mae_lm --max_steps 500
 
 The corpus is English prose shipped with Python; the tokenizer is trained on it. The checkpoint carries its own
 code, so the stock scripts fine-tune the encoder with one extra flag (the decoder and LM head are dropped):
 
-    python run_glue.py --model_name_or_path out/mae-lm --trust_remote_code --task_name mrpc --do_train --do_eval --output_dir out/mrpc
+    python run_glue.py --model_name_or_path out/mae_lm --trust_remote_code --task_name mrpc --do_train --do_eval --output_dir out/mrpc
 """
 
 import argparse
@@ -24,7 +24,7 @@ from hf_encoders.data import (
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output_dir", default="out/mae-lm")
+    parser.add_argument("--output_dir", default="out/mae_lm")
     parser.add_argument("--max_steps", type=int, default=200)
     parser.add_argument("--block_size", type=int, default=128)
     settings = parser.parse_args()

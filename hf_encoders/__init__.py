@@ -6,7 +6,8 @@ without `trust_remote_code` here and with it anywhere else.
 
 from .data.biphasic_collator import DataCollatorForBiphasic
 from .data.mae_lm_collator import DataCollatorForMaeLm
-from .data.tacl_collator import DataCollatorForTaCL
+from .data.tacl_collator import DataCollatorForTaCL, DataCollatorForTacl
+from .families import FAMILIES, Family
 from .lora import LORA_TARGET_MODULES, lora_config
 from .models.biphasic import (
     BiphasicConfig,
@@ -16,7 +17,6 @@ from .models.biphasic import (
     BiphasicEncoderForQuestionAnswering,
     BiphasicEncoderForSequenceClassification,
     BiphasicEncoderForTokenClassification,
-    modeling_biphasic,
 )
 from .models.mae_lm import (
     MaeLmConfig,
@@ -25,16 +25,17 @@ from .models.mae_lm import (
     MaeLmForSequenceClassification,
     MaeLmForTokenClassification,
     MaeLmModel,
-    modeling_mae_lm,
 )
-from .models.tacl import TaclConfig, TaclForPreTraining, modeling_tacl
-from .registration import register_family
-from .training.hub import CompleteUploadCallback
-from .training.numerics import NonFiniteLossCallback
-from .training.phases import PhaseScheduleCallback
+from .models.tacl import TaclConfig, TaclForPreTraining
+from .registration import register_families
+from .training.callbacks import (
+    CompleteUploadCallback,
+    LossTermsCallback,
+    NonFiniteLossCallback,
+    PhaseScheduleCallback,
+    TaclLossLoggingCallback,
+)
 
-register_family(MaeLmConfig, modeling_mae_lm)
-register_family(TaclConfig, modeling_tacl)
-register_family(BiphasicConfig, modeling_biphasic)
+register_families()
 
 __version__ = "0.1.0"

@@ -7,7 +7,10 @@ import sys
 from importlib import import_module
 
 SUBCOMMANDS = {
-    "pretrain": ("hf_encoders.training.pretrain", "pre-train with mae-lm, tacl or biphasic on Trainer"),
+    "pretrain": (
+        "hf_encoders.training.pretrain",
+        "pre-train with mae_lm, tacl or biphasic (or the mlm baseline) on Trainer",
+    ),
     "analyze": ("hf_encoders.analysis.command", "self-similarity, effective rank and isotropy per layer, with plots"),
     "export": ("hf_encoders.export", "write a checkpoint that loads with no remote code (TaCL student, EuroBERT)"),
     "convert": ("hf_encoders.convert", "turn a Llama-family causal LM into a biphasic encoder checkpoint"),

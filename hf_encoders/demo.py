@@ -20,18 +20,11 @@ from .analysis.command import corpus_sentences
 from .analysis.command import main as analyze
 from .data.corpus import load_documents
 from .data.tokenizer import train_wordpiece_tokenizer
+from .families import FAMILIES, get_family
 from .metrics import classification_metrics
 from .training.arguments import PretrainArguments
 from .training.loss_curves import plot_loss_curves
 from .training.pretrain import pretrain
-
-# (label, method, extra PretrainArguments); TaCL continues from the baseline, as in the paper.
-RUNS = [
-    ("mlm", "mlm", {}),
-    ("mae-lm", "mae-lm", {}),
-    ("tacl", "tacl", {"init": "mlm"}),
-    ("biphasic", "biphasic", {"phases": "clm:0.25,mlm:0.75"}),
-]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,9 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--vocab-size", type=int, default=4000)
     parser.add_argument("--finetune-examples", type=int, default=4000)
     parser.add_argument("--finetune-epochs", type=float, default=5)
-    parser.add_argument(
-        "--methods", default=",".join(label for label, _, _ in RUNS), help="comma-separated subset of the runs"
-    )
+    parser.add_argument("--methods", default=",".join(FAMILIES), help="comma-separated subset of the methods")
     parser.add_argument("--seed", type=int, default=0)
     return parser
 
@@ -66,25 +57,25 @@ def training_arguments(output_dir: Path, settings, **overrides) -> TrainingArgum
     return TrainingArguments(**{**defaults, **overrides})
 
 
-def pretrain_all(settings, tokenizer_dir: Path, labels: list[str]) -> dict[str, dict]:
+def pretrain_all(settings, tokenizer_dir: Path, names: list[str]) -> dict[str, dict]:
+    """Every chosen method, in the table's order; one that continues another's encoder (TaCL) starts from that run."""
     runs = {}
-    for label, method, extra in RUNS:
-        if label not in labels:
+    for name, family in FAMILIES.items():
+        if name not in names:
             continue
-        if extra.get("init") and extra["init"] not in runs:
-            raise ValueError(f"demo run {label!r} continues from {extra['init']!r}; include it in --methods.")
-        output_dir = settings.output_dir / "pretrain" / label
-        print(f"\n=== pre-training {label} ({settings.steps} steps) ===", flush=True)
-        init = runs[extra["init"]]["path"] if extra.get("init") else None
+        if family.demo_continues and family.demo_continues not in runs:
+            raise ValueError(f"demo run {name!r} continues from {family.demo_continues!r}; include it in --methods.")
+        output_dir = settings.output_dir / "pretrain" / name
+        print(f"\n=== pre-training {family.title} ({settings.steps} steps) ===", flush=True)
         args = PretrainArguments(
-            method=method,
+            method=name,
             tokenizer_name=str(tokenizer_dir),
             block_size=settings.block_size,
             model_size="tiny",
-            **{**extra, "init": init},
+            model_name_or_path=runs[family.demo_continues]["path"] if family.demo_continues else None,
         )
         result = pretrain(args, training_arguments(output_dir, settings, max_steps=settings.steps))
-        runs[label] = {"path": str(result.encoder_dir), "log_history": result.trainer.state.log_history}
+        runs[name] = {"path": str(result.encoder_dir), "log_history": result.trainer.state.log_history}
     return runs
 
 
@@ -174,16 +165,13 @@ def write_report(settings, runs: dict, analysis: dict, accuracies: dict) -> Path
 
 def main(argv: list[str] | None = None) -> int:
     settings = build_parser().parse_args(argv)
-    labels = [label.strip() for label in settings.methods.split(",")]
-    unknown = set(labels) - {label for label, _, _ in RUNS}
-    if unknown:
-        raise ValueError(f"Unknown demo run(s) {sorted(unknown)}; choose from {[label for label, _, _ in RUNS]}.")
+    names = [get_family(name.strip()).name for name in settings.methods.split(",")]
     settings.output_dir.mkdir(parents=True, exist_ok=True)
 
     documents = load_documents()
     tokenizer_dir = settings.output_dir / "tokenizer"
     train_wordpiece_tokenizer(documents["text"], vocab_size=settings.vocab_size).save_pretrained(tokenizer_dir)
-    runs = pretrain_all(settings, tokenizer_dir, labels)
+    runs = pretrain_all(settings, tokenizer_dir, names)
     plot_loss_curves(
         {label: run["log_history"] for label, run in runs.items()}, settings.output_dir / "loss_curves.png"
     )

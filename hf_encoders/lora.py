@@ -4,6 +4,7 @@
 follow the LoRA paper and peft's own defaults: the query and value projections of every encoder layer. Where peft
 already knows a model type (bert, roberta, llama, ...) its mapping is used as is; this file only adds the types
 peft cannot know. TaCL needs no entry: it exports a plain student (bert, roberta, ...) that peft already knows.
+peft itself is the optional `lora` extra (`pip install "hf-encoders[lora]"`).
 To adapt every linear layer of the encoder instead, pass `target_modules="all-linear"` (peft leaves the head out).
 
 The task head is freshly initialised at fine-tuning, so it is trained in full (`modules_to_save`). peft's
@@ -11,27 +12,38 @@ SEQ_CLS task only adds modules named `classifier` or `score`; the biphasic head 
 head), which peft would leave frozen at its random initialisation, so the head is read off the model instead.
 """
 
-from peft import LoraConfig
-from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFT_TARGETS
+from typing import TYPE_CHECKING
+
 from torch import nn
 
-# Module names (suffixes, peft's convention) that LoRA adapts by default, per `config.model_type`.
+from .families import FAMILIES
+
+if TYPE_CHECKING:
+    from peft import LoraConfig
+
+# Module names (suffixes, peft's convention) that LoRA adapts by default, per `config.model_type`: our families'
+# (from hf_encoders.families), then the types a family exports to or trains that peft has no default for.
 LORA_TARGET_MODULES: dict[str, list[str]] = {
-    "mae_lm": [
-        "q_proj",
-        "v_proj",
-    ],  # MaeLmAttention; the pre-training decoder (dropped at fine-tuning) shares the names
-    "biphasic": PEFT_TARGETS["llama"],  # the Llama decoder layer: q_proj, v_proj
-    "bert": PEFT_TARGETS["bert"],  # TaCL's default student: query, value
-    "roberta": PEFT_TARGETS["roberta"],
-    "modernbert": ["Wqkv"],  # a TaCL student peft has no default for: the fused query/key/value projection
-    "eurobert": PEFT_TARGETS["llama"],  # what BiphasicPreTrainedModel.to_eurobert exports to
+    **{
+        family.model_type: list(family.lora_target_modules)
+        for family in FAMILIES.values()
+        if family.lora_target_modules
+    },
+    "modernbert": ["Wqkv"],  # a TaCL student: the fused query/key/value projection
+    "eurobert": ["q_proj", "v_proj"],  # what a biphasic model exports to (Llama's attention)
 }
+
+
+def peft_targets() -> dict[str, list[str]]:
+    # peft is an optional dependency (the `lora` extra): imported when LoRA is used, not with hf_encoders.
+    from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
+
+    return TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
 
 
 def lora_target_modules(model_type: str) -> list[str]:
     """The default LoRA targets for a model type: this package's table, then peft's own mapping."""
-    targets = LORA_TARGET_MODULES.get(model_type) or PEFT_TARGETS.get(model_type)
+    targets = LORA_TARGET_MODULES.get(model_type) or peft_targets().get(model_type)
     if targets is None:
         hint = (
             " TaCL trains a plain student: save it with TaclForPreTraining.save_student, load it with "
@@ -70,7 +82,7 @@ def head_modules(model: nn.Module) -> list[str]:
     return names
 
 
-def lora_config(model: nn.Module, r: int = 8, alpha: int = 16, dropout: float = 0.0, **kwargs) -> LoraConfig:
+def lora_config(model: nn.Module, r: int = 8, alpha: int = 16, dropout: float = 0.0, **kwargs) -> "LoraConfig":
     """A `peft.LoraConfig` for a sequence-classification model of any family (mae_lm, biphasic, a TaCL student).
 
     Target modules come from `model.config.model_type` (see `LORA_TARGET_MODULES`), the fully trained
@@ -82,4 +94,6 @@ def lora_config(model: nn.Module, r: int = 8, alpha: int = 16, dropout: float = 
     if "modules_to_save" not in kwargs:
         kwargs["modules_to_save"] = head_modules(model) or None
     kwargs.setdefault("task_type", "SEQ_CLS")
+    from peft import LoraConfig
+
     return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, **kwargs)

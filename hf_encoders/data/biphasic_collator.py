@@ -14,7 +14,7 @@ import torch
 from transformers import DataCollatorForLanguageModeling
 from transformers.data.data_collator import pad_without_fast_tokenizer_warning
 
-from ..models.biphasic.configuration_biphasic import OBJECTIVES, BiphasicConfig
+from ..models.biphasic.configuration_biphasic import OBJECTIVES
 from .reproducible_masking import ReproducibleMaskingMixin
 
 
@@ -46,7 +46,7 @@ class DataCollatorForBiphasic(ReproducibleMaskingMixin, DataCollatorForLanguageM
     """
 
     objective: str | None = None
-    mlm_probability: float = BiphasicConfig.mlm_probability
+    mlm_probability: float = 0.4  # the paper's default (it sweeps 20-50%)
     mask_replace_prob: float = 1.0
     random_replace_prob: float = 0.0
 
@@ -66,15 +66,13 @@ class DataCollatorForBiphasic(ReproducibleMaskingMixin, DataCollatorForLanguageM
             raise ValueError(
                 f"The tokenizer {type(self.tokenizer).__name__} has no mask token, which the MLM phase needs. Add one "
                 "with tokenizer.add_special_tokens({'mask_token': '<|mask|>'}) and resize the model's embeddings "
-                "(hf_encoders.training.conversion.prepare_tokenizer does both)."
+                "(hf_encoders.training.conversion.prepare_tokenizer adds it)."
             )
         self.mlm = self.objective != "clm"
         super().__post_init__()
         self.special_ids = torch.tensor(self.tokenizer.all_special_ids)
 
     def torch_call(self, examples: list[Mapping | list[int]]) -> dict[str, torch.Tensor]:
-        if self.seed is not None and self.generator is None:
-            self.create_rng()
         examples = [example if isinstance(example, Mapping) else {"input_ids": example} for example in examples]
         batch = pad_without_fast_tokenizer_warning(
             self.tokenizer, examples, return_tensors="pt", pad_to_multiple_of=self.pad_to_multiple_of

@@ -9,9 +9,11 @@ no single generator state is "the state at the checkpoint". Masking stays dynami
 """
 
 import hashlib
+from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
-from transformers import DataCollatorForLanguageModeling, TrainerCallback
+from transformers import DataCollatorForLanguageModeling
 
 
 def batch_seed(seed: int, epoch: int, input_ids: torch.Tensor) -> int:
@@ -36,12 +38,19 @@ class ReproducibleDataCollatorForLanguageModeling(ReproducibleMaskingMixin, Data
     """The stock BERT collator (80/10/10) with reproducible masks, for the plain MLM baseline."""
 
 
-class MaskingEpochCallback(TrainerCallback):
-    """Tells a reproducible collator which epoch it is masking, so each epoch draws fresh masks."""
+@dataclass
+class MethodMaskingCollator(ReproducibleDataCollatorForLanguageModeling):
+    """A pre-training method's masked-LM collator: refuses, when built, what could only fail mid-run."""
 
-    def __init__(self, collator: ReproducibleMaskingMixin):
-        self.collator = collator
+    method: ClassVar[str]  # completes "..., which MAE-LM needs"
+    missing_mask_token_fix: ClassVar[str]
 
-    def on_epoch_begin(self, args, state, control, **kwargs):
-        # state.epoch is the float count of completed epochs (restored from the checkpoint on resume).
-        self.collator.epoch = int(state.epoch + 1e-9) if state.epoch else 0
+    def __post_init__(self):
+        if not self.mlm:
+            raise ValueError(f"{type(self).__name__} is a masked-LM collator; it cannot run with mlm=False.")
+        if self.tokenizer.mask_token is None:
+            raise ValueError(
+                f"The tokenizer {type(self.tokenizer).__name__} has no mask token, which {self.method} needs: "
+                f"{self.missing_mask_token_fix}"
+            )
+        super().__post_init__()

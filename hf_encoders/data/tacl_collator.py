@@ -3,13 +3,12 @@
 from dataclasses import dataclass
 
 import torch
-from transformers import DataCollatorForLanguageModeling
 
-from .reproducible_masking import ReproducibleMaskingMixin
+from .reproducible_masking import MethodMaskingCollator
 
 
 @dataclass
-class DataCollatorForTaCL(ReproducibleMaskingMixin, DataCollatorForLanguageModeling):
+class DataCollatorForTacl(MethodMaskingCollator):
     """BERT's masking (15% of the real tokens; of those 80% [MASK], 10% random, 10% unchanged) over sentence
     pairs, with their `token_type_ids` padded and `next_sentence_label` passed through as a tensor.
 
@@ -19,19 +18,13 @@ class DataCollatorForTaCL(ReproducibleMaskingMixin, DataCollatorForLanguageModel
     examples without `next_sentence_label` (for students trained without NSP).
     """
 
+    method = "TaCL"
+    missing_mask_token_fix = (
+        "use the tokenizer of the encoder TaCL continues (the same checkpoint as --model_name_or_path)."
+    )
     mlm_probability: float = 0.15
     mask_replace_prob: float = 0.8
     random_replace_prob: float = 0.1
-
-    def __post_init__(self):
-        if not self.mlm:
-            raise ValueError("DataCollatorForTaCL is a masked-LM collator; it cannot run with mlm=False.")
-        if self.tokenizer.mask_token is None:
-            raise ValueError(
-                f"The tokenizer {type(self.tokenizer).__name__} has no mask token, which TaCL needs: use the "
-                "tokenizer of the encoder TaCL continues (the same checkpoint as --init)."
-            )
-        super().__post_init__()
 
     def torch_call(self, examples):
         # The tokenizer's padding would try to pad a scalar label, so it travels around the parent.
@@ -43,3 +36,7 @@ class DataCollatorForTaCL(ReproducibleMaskingMixin, DataCollatorForLanguageModel
         )
         batch["next_sentence_label"] = next_sentence_labels
         return batch
+
+
+# The spelling of hf-encoders 0.1, kept for code that imports it.
+DataCollatorForTaCL = DataCollatorForTacl

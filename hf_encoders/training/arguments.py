@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 @dataclass
 class PretrainArguments:
     method: str = field(
-        metadata={"help": "Pre-training method: mae-lm, tacl, biphasic, or mlm (the plain BERT baseline)."}
+        metadata={"help": "Pre-training method: mae_lm, tacl, biphasic, or mlm (the plain BERT baseline)."}
     )
     corpus: str | None = field(
         default=None,
@@ -29,10 +29,18 @@ class PretrainArguments:
         default=None, metadata={"help": "Tokenizer path; when absent a WordPiece tokenizer is trained on the corpus."}
     )
     vocab_size: int = field(default=8000, metadata={"help": "Vocabulary size of a tokenizer trained on the spot."})
-    init: str | None = field(
+    model_name_or_path: str | None = field(
         default=None,
         metadata={
-            "help": "Checkpoint to start from: the encoder TaCL continues, or the causal LM biphasic CPT converts."
+            "help": "A checkpoint to continue pre-training (run_mlm.py's meaning): the encoder TaCL continues "
+            "(required for tacl), or a checkpoint of the method's own model. Default: a new --model_size model."
+        },
+    )
+    from_causal_lm: str | None = field(
+        default=None,
+        metadata={
+            "help": "biphasic only: a Llama-family causal LM (folder, Hub name or .gguf file) converted to a biphasic "
+            "encoder, then trained with MLM (the paper's CPT)."
         },
     )
     model_size: str = field(
@@ -50,7 +58,7 @@ class PretrainArguments:
         default=None,
         metadata={
             "help": "biphasic: objective:fraction of max_steps, in order. Default: clm:0.25,mlm:0.75 from "
-            "scratch (PFS), mlm:1.0 with --init (CPT)."
+            "scratch (PFS), mlm:1.0 from a checkpoint or a causal LM (CPT)."
         },
     )
     preprocessing_num_workers: int | None = field(

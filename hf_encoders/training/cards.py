@@ -34,20 +34,29 @@ def write_model_card(
     args,
     tokens_per_step: int | None = None,
     model_id: str | None = None,
+    template: str | None = None,
+    pipeline_tag: str | None = None,
+    subfolder: str | None = None,
 ) -> Path:
-    """README.md in `output_dir`; `model_id` is the Hub repository the usage snippets name (default: the folder's name)."""
+    """README.md in `output_dir`, from `model_cards/<template>.md` (default: the method's card).
+
+    `model_id` is the Hub repository the usage snippets name (default: the folder's name); `subfolder` is where
+    the folder sits inside that repository (TaCL's student). `pipeline_tag` defaults to the recipe's.
+    """
+    start = args.model_name_or_path or args.from_causal_lm
     card_data = ModelCardData(
         library_name="transformers",
         license="apache-2.0",
         tags=["hf-encoders", recipe.name],
-        pipeline_tag=recipe.pipeline_tag,
-        base_model=hub_reference(args.init),
+        pipeline_tag=pipeline_tag or recipe.pipeline_tag,
+        base_model=hub_reference(start),
         datasets=hub_reference(args.corpus),
     )
     card = ModelCard.from_template(
         card_data,
-        template_path=str(TEMPLATES / f"{recipe.card_template}.md"),
+        template_path=str(TEMPLATES / f"{template or recipe.family.card_template}.md"),
         model_id=model_id or Path(output_dir).name,
+        subfolder=subfolder if model_id else None,
         corpus=args.corpus or "English prose embedded from Python's standard library documentation",
         training_summary="\n".join([training_summary(state, tokens_per_step), *recipe.summary_lines(args)]),
     )

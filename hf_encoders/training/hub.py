@@ -1,33 +1,10 @@
-"""Complete Hub uploads: every push carries the model code and our model card, not just config and weights."""
-
-from collections.abc import Callable
-from pathlib import Path
+"""The final Hub push of `hf-encoders pretrain` (mid-training pushes are completed by `CompleteUploadCallback`)."""
 
 from huggingface_hub import HfApi
-from transformers import Trainer, TrainerCallback, TrainerState
-from transformers.dynamic_module_utils import custom_object_save
+from transformers import Trainer
 
 # What Trainer never uploads: private files and the local checkpoint folders.
 UPLOAD_IGNORE_PATTERNS = ["_*", "checkpoint-*"]
-
-
-class CompleteUploadCallback(TrainerCallback):
-    """Trainer's mid-training push (`push_to_hub=True`) copies only config and weights from the checkpoint into
-    `output_dir` before uploading it. A model of ours also needs its code files (the config's auto_map points at
-    them, and run_glue opens the upload with `trust_remote_code`) and an up-to-date card; `on_push_begin` runs
-    right before that copy, so both are in place when the upload starts.
-    """
-
-    def __init__(self, write_card: Callable[[Path, TrainerState], object] | None = None):
-        self.write_card = write_card
-
-    def on_push_begin(self, args, state, control, model=None, **kwargs):
-        output_dir = Path(args.output_dir)
-        output_dir.mkdir(parents=True, exist_ok=True)
-        if getattr(model, "_auto_class", None) is not None:  # a registered custom model: ship its folder's code
-            custom_object_save(model, output_dir)
-        if self.write_card is not None:
-            self.write_card(output_dir, state)
 
 
 def push_output_dir(trainer: Trainer, commit_message: str = "End of training") -> str:

@@ -13,12 +13,11 @@ import torch
 from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
 from ..data.corpus import load_documents
-from ..data.reproducible_masking import MaskingEpochCallback
 from .arguments import PretrainArguments
+from .callbacks import CompleteUploadCallback, MaskingEpochCallback, NonFiniteLossCallback
 from .cards import write_model_card
-from .hub import CompleteUploadCallback, push_output_dir
+from .hub import push_output_dir
 from .loss_curves import plot_loss_curves
-from .numerics import NonFiniteLossCallback
 from .recipes import get_recipe
 from .resume import resolve_resume
 
@@ -57,7 +56,8 @@ def card_writer(recipe, args: PretrainArguments, training_args: TrainingArgument
 def shared_tokenizer(recipe, args: PretrainArguments, training_args: TrainingArguments, documents):
     """One tokenizer for every rank. Training one is not reproducible (tokenizers' WordPiece trainer breaks
     frequency ties in hash order), so under DDP the main process trains it and the others read its copy."""
-    if args.tokenizer_name is not None or args.init is not None or training_args.world_size == 1:
+    starts_from_checkpoint = args.model_name_or_path is not None or args.from_causal_lm is not None
+    if args.tokenizer_name is not None or starts_from_checkpoint or training_args.world_size == 1:
         return recipe.build_tokenizer(args, documents)
     folder = Path(training_args.output_dir) / "tokenizer"
     with training_args.main_process_first(local=False, desc="training the tokenizer"):
@@ -70,7 +70,7 @@ def build_trainer(
     args: PretrainArguments, training_args: TrainingArguments, resume_from_checkpoint: str | None = None
 ) -> Trainer:
     """Everything `pretrain` trains with: corpus, tokenizer, model, data, collator and callbacks of the method."""
-    if resume_from_checkpoint is not None and args.tokenizer_name is None and args.init is None:
+    if resume_from_checkpoint is not None and args.tokenizer_name is None and args.model_name_or_path is None:
         # A tokenizer trained on the spot cannot be trained again identically (tokenizers' WordPiece trainer breaks
         # frequency ties in hash order), so a resumed run reads the one Trainer saved with the checkpoint.
         args = replace(args, tokenizer_name=resume_from_checkpoint)
@@ -80,6 +80,7 @@ def build_trainer(
             "autocast, or drop --fp16."
         )
     recipe = get_recipe(args.method)
+    recipe.check_arguments(args)
     set_seed(training_args.seed)  # before the model is built, so two runs with one seed start from the same weights
     documents = load_documents(
         args.corpus, dataset_config=args.dataset_config, text_column=args.text_column, streaming=args.streaming
@@ -118,17 +119,25 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
     if trainer.is_world_process_zero():  # under DDP every rank gets here; one writes
         log_history = trainer.state.log_history
         (output_dir / "log_history.json").write_text(json.dumps(log_history, indent=1))
-        plot_loss_curves({args.method: log_history}, output_dir / "loss_curve.png")
-        card_writer(recipe, args, training_args)(output_dir, trainer.state)
+        plot_loss_curves({recipe.name: log_history}, output_dir / "loss_curve.png")
+        write_card = card_writer(recipe, args, training_args)
+        write_card(output_dir, trainer.state)
+        # Before the push, so that what the output folder's card describes (TaCL: a training state and its
+        # student/ subfolder) is what the Hub receives.
+        encoder_dir = recipe.export_encoder(trainer, output_dir, write_card)
         if training_args.push_to_hub:
             push_output_dir(trainer)
-        encoder_dir = recipe.export_encoder(trainer, output_dir)
     return PretrainResult(trainer, output_dir, encoder_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = HfArgumentParser((PretrainArguments, TrainingArguments), prog="hf-encoders pretrain")
     argv = sys.argv[1:] if argv is None else argv
+    if "--init" in argv:
+        parser.error(
+            "--init was split in two: --model_name_or_path (a checkpoint to continue, e.g. the encoder TaCL "
+            "continues) and --from_causal_lm (biphasic: a causal LM to convert)."
+        )
     if len(argv) == 1 and argv[0].endswith(".json"):
         args, training_args = parser.parse_json_file(argv[0])
     else:

@@ -34,12 +34,6 @@ class BiphasicConfig(PreTrainedConfig):
         mask_token_id (`int`, *optional*, defaults to 128002):
             The [MASK] id (`<|mask|>` in the paper's Llama-3 vocabulary). None for a converted causal LM whose
             tokenizer has none yet.
-        objective (`str`, defaults to `"mlm"`):
-            What `BiphasicEncoderForPreTraining` trains when `forward` is not told: `"clm"` (causal mask, next-token
-            loss) or `"mlm"` (bidirectional mask, masked-token loss). `PhaseScheduleCallback` sets it per step.
-        mlm_probability (`float`, defaults to 0.4):
-            The masking ratio of the MLM phase (the paper sweeps 20-50%; 40% is its default). Recorded here so a
-            checkpoint says how it was trained; `DataCollatorForBiphasic` applies it.
         classifier_pooling (`str`, defaults to `"mean"`):
             Sequence classification pooling: `"mean"` over real tokens (the paper), `"cls"` the first position (BOS;
             use right padding), or `"last"` the last real token.
@@ -78,11 +72,13 @@ class BiphasicConfig(PreTrainedConfig):
     bos_token_id: int | None = 128000
     eos_token_id: int | list[int] | None = 128001
     mask_token_id: int | None = 128002
-    objective: str = "mlm"
-    mlm_probability: float = 0.4
     classifier_pooling: str = "mean"
 
     def __post_init__(self, **kwargs):
+        # hf-encoders 0.1 wrote what a run was doing into config.json; it is run state (the phase callback's and the
+        # collator's), not what the checkpoint is, so such a checkpoint loads without it.
+        for run_state in ("objective", "mlm_probability"):
+            kwargs.pop(run_state, None)
         if self.num_key_value_heads is None:
             self.num_key_value_heads = self.num_attention_heads
         if self.head_dim is None:
@@ -115,12 +111,8 @@ class BiphasicConfig(PreTrainedConfig):
                 f"num_attention_heads ({self.num_attention_heads}) must be a multiple of num_key_value_heads "
                 f"({self.num_key_value_heads}) for grouped-query attention."
             )
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}.")
         if self.classifier_pooling not in POOLINGS:
             raise ValueError(f"classifier_pooling must be one of {POOLINGS}, got {self.classifier_pooling!r}.")
-        if not 0.0 < self.mlm_probability < 1.0:
-            raise ValueError(f"mlm_probability must lie strictly between 0 and 1, got {self.mlm_probability}.")
         for name in ("pad_token_id", "bos_token_id", "mask_token_id"):
             token_id = getattr(self, name)
             if token_id is not None and not 0 <= token_id < self.vocab_size:

@@ -3,8 +3,9 @@
 The two phases differ only in the attention mask: `is_causal=True` (next-token loss) or False (masked-token loss).
 Everything else is transformers' Llama: `LlamaModel.forward` already builds a bidirectional mask when called with
 `is_causal=False` and passes the flag down to SDPA/flash attention, so this file adds the objective switch, a loss
-whose vocabulary projection runs on labelled positions only, the task heads, the conversion from a causal LM
-and the export to transformers' native EuroBERT. State-dict keys are exactly LlamaForCausalLM's (`model.embed_tokens`,
+whose vocabulary projection runs on labelled positions only, and the task heads. Conversion from a causal LM and
+export to transformers' native EuroBERT live in the hf-encoders package (training/conversion.py, export.py), not in
+this file that every checkpoint carries. State-dict keys are exactly LlamaForCausalLM's (`model.embed_tokens`,
 `model.layers.N...`, `model.norm`, `lm_head`), so Llama, SmolLM2, Mistral and Qwen2 checkpoints load unchanged.
 
 Labels are already aligned with the position that predicts them in BOTH objectives: DataCollatorForBiphasic shifts
@@ -14,18 +15,11 @@ This folder is flat on purpose: it is copied next to every checkpoint and must i
 transformers and its siblings (see hf_encoders/registration.py).
 """
 
-import copy
-from pathlib import Path
+from importlib import import_module
 
 import torch
-import transformers
 from torch import nn
-from transformers import (
-    AutoConfig,
-    AutoModelForCausalLM,
-    EuroBertConfig,
-    PreTrainedModel,
-)
+from transformers import PreTrainedModel
 from transformers.modeling_outputs import (
     BaseModelOutputWithPast,
     CausalLMOutput,
@@ -39,49 +33,34 @@ from transformers.models.llama.modeling_llama import (
     LlamaRMSNorm,
     LlamaRotaryEmbedding,
 )
-from transformers.utils import logging
 
 from .checkpoint_io import CheckpointMixin
 from .configuration_biphasic import OBJECTIVES, BiphasicConfig
+from .loss_utils import check_labels_shape, check_sequence_length, labelled_rows_loss
 from .task_heads import QuestionAnsweringMixin, TokenClassificationMixin
 
-logger = logging.get_logger(__name__)
-
-# The model types whose causal LM is exactly this network. Anything else (GPT-2's absolute positions and LayerNorm,
-# BERT, mixture-of-experts, Gemma's shifted norms, Qwen3's q/k norms) has weights or maths this network lacks.
+# The model types whose causal LM is exactly this network (hf_encoders.training.conversion converts them).
 CONVERTIBLE_CAUSAL_LMS = ("llama", "mistral", "qwen2")
-# Llama fields copied verbatim from a converted checkpoint's config.
-LLAMA_FIELDS = (
-    "vocab_size",
-    "hidden_size",
-    "intermediate_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "head_dim",
-    "hidden_act",
-    "max_position_embeddings",
-    "initializer_range",
-    "rms_norm_eps",
-    "attention_dropout",
-    "tie_word_embeddings",
-    "pad_token_id",
-    "bos_token_id",
-    "eos_token_id",
-)
+
+
+def from_package(module: str, function: str, purpose: str):
+    """A function of the hf-encoders package, which checkpoints do not carry: conversion and export are tools of
+    the package (transformers keeps such code in convert_*.py scripts), not part of the model."""
+    try:
+        return getattr(import_module(f"hf_encoders.{module}"), function)
+    except ModuleNotFoundError as error:
+        raise ImportError(f"{purpose} is a tool of the hf-encoders package: `pip install hf-encoders`.") from error
 
 
 class BiphasicPreTrainedModel(CheckpointMixin, LlamaPreTrainedModel):
     config_class = BiphasicConfig
     base_model_prefix = "model"
     family_description = "a biphasic one"
-    # The transformers class `to_eurobert` exports to, where the export is exact.
-    eurobert_class: str | None = None
 
     @classmethod
     def foreign_checkpoint_fix(cls, model_type: str) -> str:
         if model_type in CONVERTIBLE_CAUSAL_LMS:
-            return "convert it with BiphasicEncoderForPreTraining.from_causal_lm (or `hf-encoders convert --from-causal-lm`)"
+            return "convert it with `hf-encoders convert --from-causal-lm` (or BiphasicEncoderForPreTraining.from_causal_lm)"
         return super().foreign_checkpoint_fix(model_type)
 
     @classmethod
@@ -92,40 +71,13 @@ class BiphasicPreTrainedModel(CheckpointMixin, LlamaPreTrainedModel):
         )
 
     def to_eurobert(self) -> PreTrainedModel:
-        """The same network as transformers' native EuroBERT class (no remote code needed to load it), with equal
-        outputs. EuroBERT is always bidirectional, as every biphasic model is at fine-tuning.
-
-        Exact for the encoder, the (pre-training or masked) LM, token classification, and sequence classification
-        with "mean" or "cls" pooling. Note that EuroBERT gives its embedding a `padding_idx`: where pad = EOS,
-        further training of the export leaves the EOS row frozen.
-        """
-        if self.eurobert_class is None:
-            raise ValueError(
-                f"transformers has no EuroBERT class equivalent to {type(self).__name__}; keep the remote-code checkpoint."
-            )
-        pooling = {"mean": "mean", "cls": "bos"}.get(self.config.classifier_pooling)
-        if pooling is None and self.eurobert_class == "EuroBertForSequenceClassification":
-            raise ValueError("EuroBERT has no 'last' pooling; only 'mean' and 'cls' classifiers export exactly.")
-        fields = {
-            name: getattr(self.config, name)
-            for name in (*LLAMA_FIELDS, "rope_parameters", "attention_bias", "mlp_bias")
-        }
-        task = {name: getattr(self.config, name) for name in ("id2label", "label2id", "problem_type")}
-        mask = {} if self.config.mask_token_id is None else {"mask_token_id": self.config.mask_token_id}
-        config = EuroBertConfig(**fields, **task, **mask, classifier_pooling=pooling or "mean")
-        exported = getattr(transformers, self.eurobert_class)(config).to(self.dtype).eval()
-        state = self.state_dict()
-        if self.config.mlp_bias and hasattr(exported, "lm_head"):
-            # EuroBERT's LM head takes a bias when the MLP does; ours never has one, so zero is exact.
-            state["lm_head.bias"] = torch.zeros_like(exported.lm_head.bias)
-        exported.load_state_dict(state, strict=True)
-        return exported
+        """This network as transformers' native EuroBERT class, with equal outputs (`hf_encoders.export.to_eurobert`)."""
+        return from_package("export", "to_eurobert", "Export to EuroBERT")(self)
 
 
 class BiphasicEncoder(BiphasicPreTrainedModel, LlamaModel):
     """Llama's decoder stack used as an encoder: bidirectional unless called with `is_causal=True`."""
 
-    eurobert_class = "EuroBertModel"
     _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
 
     def __init__(self, config: BiphasicConfig):
@@ -150,11 +102,7 @@ class BiphasicEncoder(BiphasicPreTrainedModel, LlamaModel):
         **kwargs,
     ) -> BaseModelOutputWithPast:
         length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
-        if length > self.config.max_position_embeddings:
-            raise ValueError(
-                f"Sequence length {length} exceeds max_position_embeddings={self.config.max_position_embeddings}; "
-                "truncate the input (e.g. tokenizer(..., truncation=True, max_length=...))."
-            )
+        check_sequence_length(length, self.config.max_position_embeddings)
         # `is_causal` picks create_causal_mask or create_bidirectional_mask and reaches the attention kernels.
         return super().forward(
             input_ids=input_ids,
@@ -170,7 +118,6 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
     """Encoder + vocabulary projection; the common part of the pre-training and fill-mask models."""
 
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
-    eurobert_class = "EuroBertForMaskedLM"
 
     def __init__(self, config: BiphasicConfig):
         super().__init__(config)
@@ -179,42 +126,31 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
         self._label_alignment_checked: set[bool] = set()  # the objectives (is_causal) whose labels passed
         self.post_init()
 
-    def language_model_loss(self, input_ids, labels, is_causal, num_items_in_batch=None, **encoder_inputs):
-        """(loss, logits, encoder outputs). With labels, the vocabulary projection runs only where a label is
-        set and `logits` is (number of labelled positions, vocab) in row-major order; without, it covers every
-        position. The loss is summed and divided by Trainer's `num_items_in_batch` when given, else by this
-        batch's labelled count (so a batch without targets gives 0, not NaN)."""
-        if labels is not None:
-            shape = (input_ids if input_ids is not None else encoder_inputs["inputs_embeds"]).shape[:2]
-            if labels.shape != shape:
-                raise ValueError(
-                    f"labels must have the shape of the input (batch, length) = {tuple(shape)}, got {tuple(labels.shape)}: "
-                    "one target per position (-100 where there is none), as DataCollatorForBiphasic builds them."
-                )
-            if not is_causal and self.config.mask_token_id is None:
-                raise ValueError(
-                    "Masked-LM training needs config.mask_token_id, the [MASK] id the collator writes, but it is None "
-                    "(a converted causal LM has none). Add a mask token to the tokenizer and the model with "
-                    "hf_encoders.training.conversion.prepare_tokenizer(tokenizer) and "
-                    "fit_model_to_tokenizer(model, tokenizer)."
-                )
-        outputs = self.model(input_ids=input_ids, is_causal=is_causal, **encoder_inputs)
-        hidden_states = outputs.last_hidden_state
+    def vocabulary_loss(
+        self, hidden_states, input_ids, labels, is_causal: bool, num_items_in_batch=None
+    ) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """(loss, logits). With labels, the vocabulary projection runs only where a label is set (see
+        `labelled_rows_loss`); without, it covers every position and the loss is None."""
         if labels is None:
-            return None, self.lm_head(hidden_states), outputs
-        labelled = labels != -100
+            return None, self.lm_head(hidden_states)
+        check_labels_shape(labels, hidden_states.shape[:2], "DataCollatorForBiphasic")
+        if not is_causal and self.config.mask_token_id is None:
+            raise ValueError(
+                "Masked-LM training needs config.mask_token_id, the [MASK] id the collator writes, but it is None (a "
+                "converted causal LM has none). Add a mask token to the tokenizer, grow the embeddings and record its "
+                "id: tokenizer.add_special_tokens({'mask_token': '<|mask|>'}); "
+                "model.resize_token_embeddings(len(tokenizer)); model.config.mask_token_id = tokenizer.mask_token_id."
+            )
         if is_causal not in self._label_alignment_checked and input_ids is not None:
-            self.check_label_alignment(input_ids, labels, labelled, is_causal)
-        logits = self.lm_head(hidden_states[labelled])
-        loss = nn.functional.cross_entropy(logits.float(), labels[labelled], reduction="sum")
-        denominator = num_items_in_batch if num_items_in_batch is not None else labelled.sum().clamp(min=1)
-        return loss / denominator, logits, outputs
+            self.check_label_alignment(input_ids, labels, is_causal)
+        return labelled_rows_loss(self.lm_head, hidden_states, labels, num_items_in_batch)
 
-    def check_label_alignment(self, input_ids, labels, labelled, is_causal: bool) -> None:
+    def check_label_alignment(self, input_ids, labels, is_causal: bool) -> None:
         """Refuse labels that all equal their own position's input: what stock DataCollatorForLanguageModeling
         (mlm=False) makes for Llama, which shifts inside the model. Here they would train the identity map (CLM) or
         predict unmasked tokens (MLM), silently. Checked on the first batch with targets of each objective only,
         because reading the answer makes the host wait for the device; a run keeps its collator."""
+        labelled = labels != -100
         targets = labels[labelled]
         if not targets.numel():
             return
@@ -228,105 +164,27 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
 
     @classmethod
     def from_causal_lm(cls, model_or_path, mask_token_id: int | None = None, **load_kwargs):
-        """Convert a Llama-family causal LM (a loaded model, a folder, a Hub name, or a `.gguf` file) into this class.
-
-        Llama, SmolLM2 and Mistral convert as they are; Qwen2's q/k/v biases go through `attention_bias` (with a zero
-        o_proj bias). In clm mode the result computes the source model's logits. A sliding window becomes the
-        position limit, since within it sliding and full causal attention agree. Other architectures are refused.
-        `load_kwargs` go to `AutoModelForCausalLM.from_pretrained` (e.g. `dtype`).
-        """
-        if isinstance(model_or_path, PreTrainedModel):
-            source = model_or_path
-            config = biphasic_config_from_causal_lm(source.config, mask_token_id)
-        else:
-            path, gguf = causal_lm_location(model_or_path)
-            try:
-                source_config = AutoConfig.from_pretrained(path, **gguf)
-            except OSError as error:
-                place = "There is no such file or folder" if not Path(path).exists() else "It holds no loadable config"
-                raise ValueError(
-                    f"Cannot load a causal LM from {str(model_or_path)!r}. {place}, and it did not load as a Hub model "
-                    f"either ({error}). Pass a Llama-family causal LM's folder, `.gguf` file or Hub name (with network "
-                    "access, or already in the local cache)."
-                ) from error
-            # The architecture is checked from the config alone, before any weight is read.
-            config = biphasic_config_from_causal_lm(source_config, mask_token_id)
-            source = AutoModelForCausalLM.from_pretrained(path, **gguf, **load_kwargs)
-        state = source.state_dict()
-        model = cls(config).to(device=source.device, dtype=source.dtype)
-        if config.attention_bias:
-            for index, layer in enumerate(model.model.layers):
-                # Qwen2 biases q, k and v only; a zero o_proj bias computes the same function.
-                state.setdefault(
-                    f"model.layers.{index}.self_attn.o_proj.bias", torch.zeros_like(layer.self_attn.o_proj.bias)
-                )
-        result = model.load_state_dict(state, strict=False)
-        if result.missing_keys or result.unexpected_keys:
-            raise ValueError(
-                f"{type(source).__name__} does not map onto {cls.__name__} (missing: {result.missing_keys[:8]}, "
-                f"unexpected: {result.unexpected_keys[:8]}); only LlamaForCausalLM-shaped checkpoints convert."
-            )
-        return model.train(source.training)
-
-
-def causal_lm_location(name_or_path) -> tuple[str, dict]:
-    """(folder or Hub name, extra from_pretrained kwargs): a `.gguf` file becomes its folder plus `gguf_file`."""
-    path = Path(name_or_path)
-    if path.suffix == ".gguf" and path.is_file():
-        return str(path.parent), {"gguf_file": path.name}
-    return str(name_or_path), {}
-
-
-def biphasic_config_from_causal_lm(source, mask_token_id: int | None = None) -> BiphasicConfig:
-    """The BiphasicConfig of a Llama-family causal LM's config, or a ValueError naming what cannot be represented."""
-    model_type = getattr(source, "model_type", None)
-    if model_type == BiphasicConfig.model_type:
-        raise ValueError(
-            "This is already a biphasic checkpoint, nothing to convert: load it with "
-            "BiphasicEncoderForPreTraining.from_pretrained (or any biphasic class)."
-        )
-    if model_type not in CONVERTIBLE_CAUSAL_LMS:
-        raise ValueError(
-            f"Cannot convert a {model_type!r} model ({', '.join(getattr(source, 'architectures', None) or [])}): "
-            f"from_causal_lm takes Llama-family causal LMs ({', '.join(CONVERTIBLE_CAUSAL_LMS)}: RMSNorm, SwiGLU, "
-            "RoPE, LlamaForCausalLM weight names). Other architectures (GPT-2, BERT, mixture-of-experts, ...) have "
-            "weights this encoder lacks; pre-train a BiphasicConfig model from scratch instead."
-        )
-    rope = copy.deepcopy(source.rope_parameters)
-    if "rope_type" not in rope:
-        raise ValueError(f"{model_type} uses per-layer RoPE parameters {rope}, which BiphasicEncoder cannot represent.")
-    # A field the source leaves unset keeps our default (head_dim is derived), except special ids: None is the answer.
-    fields = {name: getattr(source, name, None) for name in LLAMA_FIELDS}
-    fields = {name: value for name, value in fields.items() if value is not None or name.endswith("token_id")}
-    window = getattr(source, "sliding_window", None)
-    if model_type == "qwen2" and not source.use_sliding_window:
-        window = None
-    if window is not None and window < fields["max_position_embeddings"]:
-        logger.warning(
-            f"{model_type} attends within a sliding window of {window}: converting with max_position_embeddings={window}."
-        )
-        fields["max_position_embeddings"] = window
-    return BiphasicConfig(
-        **fields,
-        rope_parameters=rope,
-        attention_bias=model_type == "qwen2" or getattr(source, "attention_bias", False),
-        mlp_bias=getattr(source, "mlp_bias", False),
-        mask_token_id=mask_token_id,
-    )
+        """This class from a Llama-family causal LM (a loaded model, a folder, a Hub name or a `.gguf` file); see
+        `hf_encoders.training.conversion.from_causal_lm`."""
+        convert = from_package("training.conversion", "from_causal_lm", "Conversion from a causal LM")
+        return convert(cls, model_or_path, mask_token_id, **load_kwargs)
 
 
 class BiphasicEncoderForPreTraining(BiphasicLanguageModel):
-    """CLM or MLM on the same weights and LM head; `objective` per call, else `config.objective`.
+    """CLM or MLM on the same weights and LM head: `objective` per call, else the model's `objective` attribute.
 
-    Phase-scheduled training feeds both views in every batch (see DataCollatorForBiphasic): `input_ids`/`labels`
-    (clean tokens, next-token labels) for CLM and `mlm_input_ids`/`mlm_labels` for MLM; the objective chosen in
-    the main process (by PhaseScheduleCallback) picks one, so data-loader workers never need to know the phase.
-    A single-view batch (just `input_ids`/`labels`) is used as it is by either objective.
+    `objective` is training state, not part of the checkpoint: `PhaseScheduleCallback` sets it on the model before
+    every step and a loaded model starts as an encoder ("mlm"). Phase-scheduled training feeds both views in every
+    batch (see DataCollatorForBiphasic): `input_ids`/`labels` (clean tokens, next-token labels) for CLM and
+    `mlm_input_ids`/`mlm_labels` for MLM; the objective, chosen in the main process, picks one, so data-loader
+    workers never need to know the phase. A single-view batch (just `input_ids`/`labels`) is used as it is by
+    either objective.
     """
 
     # The loss is a per-batch mean: Trainer's `num_items_in_batch` counts `labels`, which in a two-view batch are
     # the CLM labels even in the MLM phase; Trainer then scales for gradient accumulation itself.
     accepts_loss_kwargs = False
+    objective: str = "mlm"
 
     def forward(
         self,
@@ -341,21 +199,22 @@ class BiphasicEncoderForPreTraining(BiphasicLanguageModel):
         token_type_ids: torch.Tensor | None = None,  # accepted for BERT-style tokenizers, unused
         **kwargs,
     ) -> CausalLMOutput | MaskedLMOutput:
-        objective = objective or self.config.objective
+        objective = objective or self.objective
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}.")
         if objective == "mlm" and mlm_input_ids is not None:
             input_ids, labels = mlm_input_ids, mlm_labels
-        loss, logits, outputs = self.language_model_loss(
+        is_causal = objective == "clm"
+        outputs = self.model(
             input_ids,
-            labels,
-            is_causal=objective == "clm",
-            attention_mask=attention_mask,
+            attention_mask,
             position_ids=position_ids,
             inputs_embeds=inputs_embeds,
+            is_causal=is_causal,
             **kwargs,
         )
-        output_class = CausalLMOutput if objective == "clm" else MaskedLMOutput
+        loss, logits = self.vocabulary_loss(outputs.last_hidden_state, input_ids, labels, is_causal)
+        output_class = CausalLMOutput if is_causal else MaskedLMOutput
         return output_class(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
@@ -375,16 +234,10 @@ class BiphasicEncoderForMaskedLM(BiphasicLanguageModel):
         num_items_in_batch: torch.Tensor | int | None = None,
         **kwargs,
     ) -> MaskedLMOutput:
-        loss, logits, outputs = self.language_model_loss(
-            input_ids,
-            labels,
-            is_causal=False,
-            num_items_in_batch=num_items_in_batch,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            **kwargs,
+        outputs = self.model(
+            input_ids, attention_mask, position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs
         )
+        loss, logits = self.vocabulary_loss(outputs.last_hidden_state, input_ids, labels, False, num_items_in_batch)
         return MaskedLMOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
@@ -410,7 +263,6 @@ class BiphasicEncoderForSequenceClassification(BiphasicPreTrainedModel):
 
     _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
     _new_head_prefixes = ("dense.", "classifier.")
-    eurobert_class = "EuroBertForSequenceClassification"
 
     def __init__(self, config: BiphasicConfig):
         super().__init__(config)
@@ -444,7 +296,6 @@ class BiphasicEncoderForSequenceClassification(BiphasicPreTrainedModel):
 class BiphasicEncoderForTokenClassification(TokenClassificationMixin, BiphasicPreTrainedModel):
     _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
     _new_head_prefixes = ("classifier.",)
-    eurobert_class = "EuroBertForTokenClassification"
 
     def __init__(self, config: BiphasicConfig):
         super().__init__(config)

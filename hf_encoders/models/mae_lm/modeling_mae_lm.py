@@ -28,6 +28,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .checkpoint_io import CheckpointMixin
 from .configuration_mae_lm import MaeLmConfig
+from .loss_utils import check_labels_shape, check_sequence_length, labelled_rows_loss
 from .task_heads import QuestionAnsweringMixin, TokenClassificationMixin
 
 
@@ -250,11 +251,7 @@ class MaeLmModel(MaeLmPreTrainedModel):
         length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
         device = (input_ids if input_ids is not None else inputs_embeds).device
         if position_ids is None:
-            if length > self.config.max_position_embeddings:
-                raise ValueError(
-                    f"Sequence length {length} exceeds max_position_embeddings={self.config.max_position_embeddings}; "
-                    "truncate the input (e.g. tokenizer(..., truncation=True, max_length=...))."
-                )
+            check_sequence_length(length, self.config.max_position_embeddings)
             # One row of positions, broadcast over the batch (see attention_bias).
             position_ids = torch.arange(length, device=device)[None]
         output_hidden_states = (
@@ -394,15 +391,13 @@ class MaeLmForMaskedLM(MaeLmPreTrainedModel):
         **kwargs,
     ) -> MaeLmMaskedLMOutput:
         batch_size, length = input_ids.shape
-        if length > self.config.max_position_embeddings:
-            raise ValueError(
-                f"Sequence length {length} exceeds max_position_embeddings={self.config.max_position_embeddings}; "
-                "truncate the input or build the model with a larger position table."
-            )
-        if labels is not None and labels.shape != input_ids.shape:
-            raise ValueError(
-                f"labels must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(labels.shape)}."
-            )
+        check_sequence_length(
+            length,
+            self.config.max_position_embeddings,
+            "truncate the input or build the model with a larger position table",
+        )
+        if labels is not None:
+            check_labels_shape(labels, input_ids.shape, "DataCollatorForMaeLm")
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if position_ids is None:
@@ -419,13 +414,8 @@ class MaeLmForMaskedLM(MaeLmPreTrainedModel):
         if labels is None:
             return MaeLmMaskedLMOutput(logits=self.lm_head(decoder_states), encoder_last_hidden_state=encoder_states)
 
-        labelled = labels != -100
-        logits = self.lm_head(decoder_states[labelled])
-        # Summed, then divided by the number of predicted tokens: Trainer's `num_items_in_batch` when it counts
-        # them across gradient-accumulation steps, else this batch's. A batch without targets gives 0, not NaN.
-        loss = nn.functional.cross_entropy(logits.float(), labels[labelled], reduction="sum")
-        denominator = num_items_in_batch if num_items_in_batch is not None else labelled.sum().clamp(min=1)
-        return MaeLmMaskedLMOutput(loss=loss / denominator, logits=logits, encoder_last_hidden_state=encoder_states)
+        loss, logits = labelled_rows_loss(self.lm_head, decoder_states, labels, num_items_in_batch)
+        return MaeLmMaskedLMOutput(loss=loss, logits=logits, encoder_last_hidden_state=encoder_states)
 
 
 class MaeLmClassificationHead(nn.Module):

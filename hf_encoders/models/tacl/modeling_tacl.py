@@ -28,6 +28,7 @@ from transformers.utils import ModelOutput, logging
 
 from .checkpoint_io import CheckpointMixin
 from .configuration_tacl import TaclConfig
+from .loss_utils import check_labels_shape, labelled_rows_loss
 
 logger = logging.get_logger(__name__)
 
@@ -156,9 +157,6 @@ class TaclForPreTraining(CheckpointMixin, PreTrainedModel):
             self.teacher.pooler = None  # the contrast reads token states only
         self.teacher.requires_grad_(False)
         self.teacher.eval()
-        # Running sums of the three loss terms between two Trainer logs (see `pop_loss_terms`).
-        self._loss_term_sums: torch.Tensor | None = None
-        self._loss_term_count = 0
         self.post_init()
 
     # The student's embeddings are the model's (what PEFT and accelerate's FSDP2 preparation look up).
@@ -258,23 +256,6 @@ class TaclForPreTraining(CheckpointMixin, PreTrainedModel):
         if tokenizer is not None:
             tokenizer.save_pretrained(save_directory)
 
-    def pop_loss_terms(self) -> dict[str, float]:
-        """Mean of each loss term over the training forwards since the last call, then reset (for logging).
-
-        Sums are kept as detached tensors on the model's device, so recording them costs no device sync.
-        """
-        if self._loss_term_sums is None:
-            return {}
-        means = (self._loss_term_sums / self._loss_term_count).tolist()
-        self._loss_term_sums, self._loss_term_count = None, 0
-        names = ("tacl_loss", "mlm_loss", "nsp_loss") if self.config.use_nsp else ("tacl_loss", "mlm_loss")
-        return dict(zip(names, means))
-
-    def _record_loss_terms(self, *terms: torch.Tensor) -> None:
-        stacked = torch.stack(terms).detach()
-        self._loss_term_sums = stacked if self._loss_term_sums is None else self._loss_term_sums + stacked
-        self._loss_term_count += 1
-
     def forward(
         self,
         input_ids: torch.Tensor,
@@ -311,10 +292,7 @@ class TaclForPreTraining(CheckpointMixin, PreTrainedModel):
                 seq_relationship_logits=seq_relationship_logits,
                 last_hidden_state=states,
             )
-        if labels.shape != input_ids.shape:
-            raise ValueError(
-                f"labels must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(labels.shape)}."
-            )
+        check_labels_shape(labels, input_ids.shape, "DataCollatorForTacl")
         if self.config.use_nsp and next_sentence_label is None:
             raise ValueError(
                 "use_nsp=True needs next_sentence_label: feed sentence pairs through DataCollatorForTaCL, "
@@ -330,19 +308,12 @@ class TaclForPreTraining(CheckpointMixin, PreTrainedModel):
             key_mask = attention_mask.bool()
         tacl_loss = token_contrastive_loss(states, teacher_states, anchors, self.config.temperature, key_mask)
 
-        logits = self.mlm_logits(states[anchors])
-        # Summed then divided by the anchor count, so a batch without anchors gives 0 rather than NaN.
-        mlm_loss = nn.functional.cross_entropy(logits.float(), labels[anchors], reduction="sum")
-        mlm_loss = mlm_loss / anchors.sum().clamp(min=1)
+        mlm_loss, logits = labelled_rows_loss(self.mlm_logits, states, labels)
         loss = self.config.tacl_loss_weight * tacl_loss + self.config.mlm_loss_weight * mlm_loss
         nsp_loss = None
-        terms = (tacl_loss, mlm_loss)
         if self.config.use_nsp:
             nsp_loss = nn.functional.cross_entropy(seq_relationship_logits.float(), next_sentence_label.view(-1))
             loss = loss + self.config.nsp_loss_weight * nsp_loss
-            terms += (nsp_loss,)
-        if self.training:
-            self._record_loss_terms(*terms)
         return TaclForPreTrainingOutput(
             loss=loss,
             logits=logits,

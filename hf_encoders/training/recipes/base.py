@@ -2,7 +2,8 @@
 
 The entry point (training/pretrain.py) owns everything methods share: argument parsing, corpus loading,
 the tokenizer, Trainer, checkpoints and the model card. A recipe only says how its method turns documents
-into training examples, which model and collator to build, and which callbacks it needs.
+into training examples, which model to build, and which callbacks it needs; its collator and card come from
+its entry in `hf_encoders.families`.
 """
 
 from pathlib import Path
@@ -11,13 +12,19 @@ from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
 from ...data.tokenizer import load_or_train_tokenizer
+from ...families import Family, load
 
 
 class Recipe:
-    name: str
-    # The model card template in model_cards/ (file stem) and the pipeline tag the card declares.
-    card_template: str
-    pipeline_tag: str = "fill-mask"
+    # The pipeline tag the output folder's model card declares.
+    pipeline_tag: str | None = "fill-mask"
+
+    def __init__(self, family: Family):
+        self.family = family
+
+    @property
+    def name(self) -> str:
+        return self.family.name
 
     def build_tokenizer(self, args, documents: Dataset) -> PreTrainedTokenizerBase:
         """The user's tokenizer, or a WordPiece one trained on the corpus. Methods that start from a
@@ -31,15 +38,27 @@ class Recipe:
         raise NotImplementedError
 
     def build_collator(self, args, tokenizer: PreTrainedTokenizerBase):
-        raise NotImplementedError
+        """The family's collator; its own masking ratio unless `--mlm_probability` is given."""
+        ratio = {} if args.mlm_probability is None else {"mlm_probability": args.mlm_probability}
+        return load(self.family.collator)(tokenizer, pad_to_multiple_of=8, **ratio)
+
+    def check_arguments(self, args) -> None:
+        """Refuse options the method cannot honour, before the corpus is read."""
+        if args.from_causal_lm:
+            raise ValueError(
+                f"--from_causal_lm converts a causal LM for the biphasic method; {self.family.title} cannot start "
+                "from one. Drop it, or pass --model_name_or_path a checkpoint of this method's model."
+            )
 
     def callbacks(self, args) -> list[TrainerCallback]:
         return []
 
     def summary_lines(self, args) -> list[str]:
         """Method-specific lines for the model card's training summary (phases, the initial checkpoint, ...)."""
-        return [f"- initialised from: {args.init}"] if args.init else []
+        start = args.model_name_or_path or args.from_causal_lm
+        return [f"- initialised from: {start}"] if start else []
 
-    def export_encoder(self, trainer, output_dir: Path) -> Path:
-        """The checkpoint fine-tuning starts from. Most methods' saved model is it; TaCL exports its student."""
+    def export_encoder(self, trainer, output_dir: Path, write_card=None) -> Path:
+        """The checkpoint fine-tuning starts from. Most methods' saved model is it; TaCL exports its student (and
+        gives it its own card with `write_card(folder, state, template=..., pipeline_tag=...)`)."""
         return output_dir

@@ -1,21 +1,22 @@
 """`hf-encoders pretrain --method biphasic`: CLM -> MLM on one Llama-style network.
 
 * PFS (from scratch): a `--model_size` preset, `--phases clm:0.25,mlm:0.75` (the paper's best split).
-* CPT: `--init PATH` converts a Llama-family causal LM (folder, Hub name or .gguf file) and continues with
-  MLM alone (the default `--phases` when `--init` is given).
+* CPT: `--from_causal_lm PATH` converts a Llama-family causal LM (folder, Hub name or .gguf file) and continues
+  with MLM alone (the default `--phases` when training starts from a checkpoint); `--model_name_or_path` continues
+  a biphasic checkpoint.
 
 The paper runs ONE warmup-stable-decay schedule over the whole run with linear decay:
 `--lr_scheduler_type warmup_stable_decay --lr_scheduler_kwargs '{"num_decay_steps": N, "decay_type": "linear"}'`
 with AdamW (0.9, 0.95), weight decay 0.1, clipping 1.0.
 """
 
-from ...data.biphasic_collator import DataCollatorForBiphasic
 from ...data.packing import pack_llama_style, tokenize_documents
+from ...data.tokenizer import load_tokenizer
 from ...models.biphasic import BiphasicConfig, BiphasicEncoderForPreTraining
 from ...models.biphasic.configuration_biphasic import PRESETS
-from ..conversion import fit_model_to_tokenizer, load_causal_lm_tokenizer, prepare_tokenizer
+from ..callbacks import PhaseScheduleCallback
+from ..conversion import fit_model_to_tokenizer, from_causal_lm, load_causal_lm_tokenizer, prepare_tokenizer
 from ..model_sizes import sized_config_kwargs
-from ..phases import PhaseScheduleCallback
 from .base import Recipe
 
 # base is the paper's 210M model; tiny and small keep grouped-query attention so demos exercise it.
@@ -31,12 +32,20 @@ SIZES = {
 
 
 class BiphasicRecipe(Recipe):
-    name = "biphasic"
-    card_template = "biphasic"
+    def check_arguments(self, args) -> None:
+        if args.from_causal_lm and args.model_name_or_path:
+            raise ValueError(
+                "Pass one starting point: --from_causal_lm (a causal LM to convert) or --model_name_or_path "
+                "(a biphasic checkpoint to continue), not both."
+            )
 
     def build_tokenizer(self, args, documents):
-        tokenizer = load_causal_lm_tokenizer(args.init) if args.init else super().build_tokenizer(args, documents)
-        return prepare_tokenizer(tokenizer)
+        if args.from_causal_lm:
+            return load_causal_lm_tokenizer(args.from_causal_lm)
+        if args.model_name_or_path and not args.tokenizer_name:
+            fix = "Pass the folder of a biphasic checkpoint saved with its tokenizer, or --tokenizer_name."
+            return prepare_tokenizer(load_tokenizer(args.model_name_or_path, fix=fix))
+        return prepare_tokenizer(super().build_tokenizer(args, documents))
 
     def build_dataset(self, args, tokenizer, documents):
         tokenized = tokenize_documents(documents, tokenizer, num_proc=args.preprocessing_num_workers)
@@ -49,10 +58,12 @@ class BiphasicRecipe(Recipe):
         )
 
     def build_model(self, args, tokenizer):
-        ratio = {} if args.mlm_probability is None else {"mlm_probability": args.mlm_probability}
-        if args.init:
-            model = fit_model_to_tokenizer(BiphasicEncoderForPreTraining.from_causal_lm(args.init), tokenizer)
-            model.config.update(ratio)
+        if args.from_causal_lm:
+            model = fit_model_to_tokenizer(
+                from_causal_lm(BiphasicEncoderForPreTraining, args.from_causal_lm), tokenizer
+            )
+        elif args.model_name_or_path:
+            model = BiphasicEncoderForPreTraining.from_pretrained(args.model_name_or_path)
         else:
             settings = dict(
                 vocab_size=len(tokenizer),
@@ -61,7 +72,6 @@ class BiphasicRecipe(Recipe):
                 eos_token_id=tokenizer.eos_token_id,
                 mask_token_id=tokenizer.mask_token_id,
                 max_position_embeddings=max(BiphasicConfig.max_position_embeddings, args.block_size),
-                **ratio,
             )
             config = BiphasicConfig(
                 **{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides)}
@@ -74,12 +84,9 @@ class BiphasicRecipe(Recipe):
             )
         return model
 
-    def build_collator(self, args, tokenizer):
-        probability = args.mlm_probability or BiphasicConfig.mlm_probability
-        return DataCollatorForBiphasic(tokenizer, mlm_probability=probability, pad_to_multiple_of=8)
-
     def phases(self, args) -> str:
-        return args.phases or ("mlm:1.0" if args.init else "clm:0.25,mlm:0.75")
+        starts_from_checkpoint = args.from_causal_lm or args.model_name_or_path
+        return args.phases or ("mlm:1.0" if starts_from_checkpoint else "clm:0.25,mlm:0.75")
 
     def callbacks(self, args):
         return [PhaseScheduleCallback.from_string(self.phases(args))]

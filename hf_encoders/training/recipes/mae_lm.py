@@ -1,6 +1,5 @@
-"""`hf-encoders pretrain --method mae-lm`: MAE-LM from scratch (or continued from an MAE-LM checkpoint)."""
+"""`hf-encoders pretrain --method mae_lm`: MAE-LM from scratch (or continued from an MAE-LM checkpoint)."""
 
-from ...data.mae_lm_collator import DataCollatorForMaeLm
 from ...data.packing import pack_bert_style, tokenize_documents
 from ...models.mae_lm import MaeLmConfig, MaeLmForMaskedLM
 from ..model_sizes import sized_config_kwargs
@@ -30,9 +29,6 @@ SIZES = {
 
 
 class MaeLmRecipe(Recipe):
-    name = "mae-lm"
-    card_template = "mae_lm"
-
     def build_dataset(self, args, tokenizer, documents):
         tokenized = tokenize_documents(documents, tokenizer, num_proc=args.preprocessing_num_workers)
         return pack_bert_style(
@@ -45,8 +41,8 @@ class MaeLmRecipe(Recipe):
         )
 
     def build_model(self, args, tokenizer):
-        if args.init:
-            return MaeLmForMaskedLM.from_pretrained(args.init)
+        if args.model_name_or_path:
+            return MaeLmForMaskedLM.from_pretrained(args.model_name_or_path)
         config = MaeLmConfig(
             vocab_size=len(tokenizer),
             pad_token_id=tokenizer.pad_token_id,
@@ -55,6 +51,3 @@ class MaeLmRecipe(Recipe):
             **sized_config_kwargs(SIZES, args.model_size, args.config_overrides),
         )
         return MaeLmForMaskedLM(config)
-
-    def build_collator(self, args, tokenizer):
-        return DataCollatorForMaeLm(tokenizer, mlm_probability=args.mlm_probability or 0.15, pad_to_multiple_of=8)

@@ -3,27 +3,22 @@ stock `BertForMaskedLM` and `DataCollatorForLanguageModeling`'s 80/10/10 (with r
 
 from transformers import BertConfig, BertForMaskedLM
 
-from ...data.reproducible_masking import ReproducibleDataCollatorForLanguageModeling
 from ..model_sizes import sized_config_kwargs
-from .mae_lm import MaeLmRecipe
+from . import mae_lm
 
-# The same encoder shapes as MAE-LM's presets, so a comparison changes the method and nothing else.
+# MAE-LM's encoder shapes without its decoder and bias settings, so a comparison changes the method and nothing else.
 SIZES = {
-    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=256),
-    "small": dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=4, intermediate_size=1024),
-    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
+    size: {name: value for name, value in shape.items() if name in BertConfig().to_dict()}
+    for size, shape in mae_lm.SIZES.items()
 }
 
 
-class MlmRecipe(MaeLmRecipe):
-    """Shares MAE-LM's data (BERT-style packed blocks); only model and collator differ."""
-
-    name = "mlm"
-    card_template = "mlm"
+class MlmRecipe(mae_lm.MaeLmRecipe):
+    """Shares MAE-LM's data (BERT-style packed blocks); only the model differs."""
 
     def build_model(self, args, tokenizer):
-        if args.init:
-            return BertForMaskedLM.from_pretrained(args.init)
+        if args.model_name_or_path:
+            return BertForMaskedLM.from_pretrained(args.model_name_or_path)
         config = BertConfig(
             vocab_size=len(tokenizer),
             pad_token_id=tokenizer.pad_token_id,
@@ -31,8 +26,3 @@ class MlmRecipe(MaeLmRecipe):
             **sized_config_kwargs(SIZES, args.model_size, args.config_overrides),
         )
         return BertForMaskedLM(config)
-
-    def build_collator(self, args, tokenizer):
-        return ReproducibleDataCollatorForLanguageModeling(
-            tokenizer, mlm_probability=args.mlm_probability or 0.15, pad_to_multiple_of=8
-        )

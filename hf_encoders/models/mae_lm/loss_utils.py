@@ -1,0 +1,1 @@
+../loss_utils.py

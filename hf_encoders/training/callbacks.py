@@ -1,0 +1,408 @@
+"""Every TrainerCallback of hf-encoders, in one public module (as transformers keeps its own in trainer_callback.py).
+
+Callbacks observe the run and log; the only state they set on a model is a training-time attribute
+(`PhaseScheduleCallback` sets `model.objective`), never its config, so a checkpoint's config.json says what the model
+is, not what the run was doing when it was saved.
+
+* `LossTermsCallback`: a method's separate loss terms (TaCL's three, ...) in every training log.
+* `PhaseScheduleCallback`: biphasic CLM -> MLM (or any phase list) by training step.
+* `NonFiniteLossCallback`: stop at the first NaN/inf loss, before a checkpoint is written from poisoned weights.
+* `CompleteUploadCallback`: every Hub push carries the model code and the model card.
+* `MaskingEpochCallback`: tells a reproducible collator which epoch it masks.
+"""
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from transformers import TrainerCallback, TrainerState
+from transformers.dynamic_module_utils import custom_object_save
+
+from ..data.reproducible_masking import ReproducibleMaskingMixin
+from ..models.biphasic.configuration_biphasic import OBJECTIVES
+
+
+class LossTermsCallback(TrainerCallback):
+    """Adds the mean of each named loss term since the previous log to every training log (`tacl_loss`, ...).
+
+    The terms are read from what the model's forward already returns (a `ModelOutput` field per term), by a forward
+    hook on training forwards, as sentence-transformers' trainer tracks its losses: nothing is kept inside the
+    model. Sums stay on the device, so recording costs no host-device sync; they are read when Trainer logs. Under
+    DDP the means are averaged over ranks, as Trainer averages `loss`, so the terms still add up to it. A term a
+    forward returns as None (TaCL's NSP with NSP off) is left out.
+
+    The terms reach `state.log_history` (trainer_state.json, loss curves) and every callback after this one;
+    reporting integrations (TensorBoard, W&B) run before user callbacks, so for them insert this one first:
+    `trainer.callback_handler.callbacks.insert(0, callback)`.
+    """
+
+    def __init__(self, terms: tuple[str, ...]):
+        self.terms = tuple(terms)
+        self._hook = None
+        self._sums: dict[str, torch.Tensor] = {}
+        self._counts: dict[str, int] = {}
+
+    def _record(self, module, args, output):
+        if not module.training:
+            return
+        for name in self.terms:
+            value = getattr(output, name, None)
+            if isinstance(value, torch.Tensor):
+                value = value.detach().float()
+                self._sums[name] = self._sums[name] + value if name in self._sums else value
+                self._counts[name] = self._counts.get(name, 0) + 1
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if self._hook is not None:
+            self._hook.remove()
+        self._sums, self._counts = {}, {}
+        self._hook = model.register_forward_hook(self._record)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs is None or "loss" not in logs or not self._sums:
+            return
+        names = list(self._sums)
+        means = torch.stack([self._sums[name] / self._counts[name] for name in names])
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.all_reduce(means)
+            means = means / torch.distributed.get_world_size()
+        terms = dict(zip(names, means.tolist()))
+        self._sums, self._counts = {}, {}
+        logs.update(terms)
+        # Trainer appended a copy of these logs to the history just before calling us.
+        state.log_history[-1].update(terms)
+
+
+class TaclLossLoggingCallback(LossTermsCallback):
+    """`tacl_loss`, `mlm_loss` and `nsp_loss` (when NSP is on) of `TaclForPreTraining` in every training log."""
+
+    def __init__(self):
+        super().__init__(("tacl_loss", "mlm_loss", "nsp_loss"))
+
+
+class PhaseScheduleCallback(TrainerCallback):
+    """Phases as (objective, fraction of max_steps), in order; alternation such as clm, mlm, clm, mlm is allowed.
+
+    Switch a biphasic model between objectives by training step: CLM for the first 25% of max_steps, then MLM.
+
+    How the phase reaches the computation, and why it survives what breaks a collator flag:
+
+    * The phase is a pure function of `state.global_step` and `state.max_steps`. A resumed run restores
+      global_step, so it continues in the right phase; every DDP rank has the same global_step, so all ranks agree.
+    * It is applied to the MODEL, in the main process (`model.objective`, set in `on_step_begin`), never to the
+      collator: data-loader workers and prefetching collate batches ahead of time in other processes. The collator
+      (`DataCollatorForBiphasic`, default `objective=None`) therefore puts both views in every batch and the model
+      picks one at forward time.
+    * The learning-rate schedule is untouched: the paper's PFS recipe is ONE warmup-stable-decay schedule over the
+      whole run (`lr_scheduler_type="warmup_stable_decay"`, `lr_scheduler_kwargs={"num_decay_steps": ...,
+      "decay_type": "linear"}`), so MLM resumes from a CLM model that has not decayed.
+
+    Logging: a log is forced on the last step of every phase, so no logging window mixes objectives, and each
+    training log gets `clm_loss` or `mlm_loss` (equal to that window's `loss`, the cross-rank mean Trainer computed)
+    so the two curves stay separate. The key reaches `state.log_history` (trainer_state.json) and every callback
+    after this one, including the progress bar and printer; reporting integrations (TensorBoard, W&B) run before user
+    callbacks, so insert this callback first (`trainer.callback_handler.callbacks.insert(0, callback)`) for them.
+
+    Phase k ends at step round(f_1 + ... + f_k) * max_steps (halves round up), so boundaries are deterministic.
+    Drives any model whose `objective` attribute selects its loss (`BiphasicEncoderForPreTraining`). The attribute
+    is training state: it is never written into the model's config, so a checkpoint saved mid-phase is the same
+    encoder as any other.
+    """
+
+    def __init__(self, phases=(("clm", 0.25), ("mlm", 0.75))):
+        phases = tuple((objective, float(fraction)) for objective, fraction in phases)
+        if not phases:
+            raise ValueError("PhaseScheduleCallback needs at least one phase, e.g. [('clm', 0.25), ('mlm', 0.75)].")
+        for objective, fraction in phases:
+            if objective not in OBJECTIVES:
+                raise ValueError(
+                    f"Unknown objective {objective!r} in the phase schedule; use {' or '.join(OBJECTIVES)}."
+                )
+            if not 0.0 < fraction <= 1.0:
+                raise ValueError(f"Phase {objective}:{fraction} must have a fraction of max_steps in (0, 1].")
+        total = sum(fraction for _, fraction in phases)
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"The phase fractions must sum to 1 (they cover max_steps), got {total:g}: {phases}.")
+        self.phases = phases
+
+    @classmethod
+    def from_string(cls, text: str) -> "PhaseScheduleCallback":
+        """'clm:0.25,mlm:0.75' (the `--phases` syntax of `hf-encoders pretrain`)."""
+        phases = []
+        for item in filter(None, (part.strip() for part in text.split(","))):
+            objective, _, fraction = item.partition(":")
+            try:
+                phases.append((objective.strip(), float(fraction)))
+            except ValueError:
+                raise ValueError(f"Phase {item!r} is not OBJECTIVE:FRACTION; write e.g. 'clm:0.25,mlm:0.75'.") from None
+        return cls(phases)
+
+    def boundaries(self, max_steps: int) -> list[tuple[str, int, int]]:
+        """(objective, first step, end step) per phase; steps count from 0 like `global_step` before the step."""
+        spans, start, cumulative = [], 0, 0.0
+        for index, (objective, fraction) in enumerate(self.phases):
+            cumulative += fraction
+            # The last phase ends at max_steps exactly, whatever the float sum of the fractions.
+            end = max_steps if index == len(self.phases) - 1 else int(cumulative * max_steps + 0.5)
+            spans.append((objective, start, end))
+            start = end
+        return spans
+
+    def objective_at(self, step: int, max_steps: int) -> str:
+        """The objective of the optimizer step that starts at `global_step == step`."""
+        for objective, _, end in self.boundaries(max_steps):
+            if step < end:
+                return objective
+        return self.phases[-1][0]
+
+    def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kwargs):
+        if model is None or getattr(model, "objective", None) not in OBJECTIVES:
+            raise ValueError(
+                f"PhaseScheduleCallback drives a model whose `objective` attribute picks CLM or MLM "
+                f"(BiphasicEncoderForPreTraining); got {type(model).__name__}."
+            )
+        empty = [(objective, start) for objective, start, end in self.boundaries(state.max_steps) if end == start]
+        if empty:
+            raise ValueError(
+                f"With max_steps={state.max_steps}, the phases {empty} get no step; train longer or merge phases."
+            )
+        self.check_collator(train_dataloader)
+        model.objective = self.objective_at(state.global_step, state.max_steps)
+
+    def check_collator(self, train_dataloader) -> None:
+        """A one-view DataCollatorForBiphasic would feed the other phase the wrong batches: refuse it."""
+        collator = getattr(train_dataloader, "collate_fn", None)
+        collator = getattr(collator, "data_collator", collator)  # Trainer's RemoveColumnsCollator wraps it
+        fixed = getattr(collator, "objective", None)
+        needed = {objective for objective, _ in self.phases}
+        if fixed is not None and needed != {fixed}:
+            raise ValueError(
+                f"The phase schedule trains {sorted(needed)} but the collator only builds {fixed!r} batches; "
+                "use DataCollatorForBiphasic(tokenizer) (objective=None), which builds both views."
+            )
+
+    def on_step_begin(self, args, state, control, model=None, **kwargs):
+        model.objective = self.objective_at(state.global_step, state.max_steps)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        # global_step now counts the step just taken: if the next step opens a phase, close the logging window.
+        if any(start == state.global_step for _, start, _ in self.boundaries(state.max_steps)[1:]):
+            control.should_log = True
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs is None or "loss" not in logs:
+            return
+        key = f"{self.objective_at(state.global_step - 1, state.max_steps)}_loss"
+        logs[key] = logs["loss"]
+        # Trainer appended a copy of these logs to the history just before calling us.
+        record = state.log_history[-1] if state.log_history else {}
+        if record.get("step") == state.global_step and "loss" in record:
+            record[key] = logs["loss"]
+
+
+HINTS = (
+    "lower the learning rate or lengthen the warmup; keep gradient clipping on (max_grad_norm, default 1.0); "
+    "train in bf16 instead of fp16 (fp16 overflows above 65504); check the data for empty or degenerate batches "
+    "(a sequence of padding only, labels outside the vocabulary)"
+)
+
+
+class NonFiniteLossError(RuntimeError):
+    """A training loss, gradient norm or weight became NaN or inf; the run was stopped before saving it."""
+
+
+class NonFiniteLossCallback(TrainerCallback):
+    """Stop training at the first NaN/inf training loss, keeping the last good checkpoint.
+
+    Stop a Trainer run at the first NaN/inf loss, before it writes a checkpoint from poisoned weights.
+
+    Why Trainer alone does not: by default (`logging_nan_inf_filter=True`) a non-finite step loss is replaced by the
+    running mean before it is logged, so the logs look healthy while the weights, after one optimizer step on NaN
+    gradients, are NaN; every later checkpoint then overwrites a good one with garbage.
+
+    How `NonFiniteLossCallback` sees the real loss without a host-device sync per step:
+
+    * a forward hook on the model (installed in `on_train_begin`) reads `outputs.loss` of every training forward and
+      folds "was it finite" into a few device tensors (the first bad step and its value); this launches tiny kernels
+      but never waits for the device;
+    * the flag is read (one sync) only when Trainer is about to log, evaluate, save or stop, i.e. when it syncs anyway,
+      or every `check_every_n_steps` steps if you ask for it. Between two checks a poisoned run goes on training (it
+      never saves); the error still names the first bad step;
+    * before a checkpoint is written the weights themselves are checked as well: a step can have a finite loss but
+      NaN/inf gradients (an overflow in backward), which only shows in the next step's loss;
+    * `on_log` also checks the logged `loss` and `grad_norm`, which covers losses computed outside the model (a custom
+      `compute_loss`) when `logging_nan_inf_filter=False`. A non-finite `grad_norm` is not an error with `fp16=True`:
+      there the gradient scaler skips such steps by design.
+
+    What happens then: the callback sets `should_save = False` and `should_training_stop = True` and raises
+    `NonFiniteLossError` (a `RuntimeError`) from the callback, inside `trainer.train()`. Trainer has no exception handler
+    around its loop, so nothing after the raise runs: no checkpoint is written for the bad step, no final save,
+    `on_train_end` callbacks (and a script's `trainer.save_model()` after `train()`) are skipped, and the process exits
+    with a non-zero status. The newest `checkpoint-*` folder is the last good state; resume from it
+    (`resume_from_checkpoint=True`) after changing what the message suggests.
+
+    `check_every_n_steps`: None (default) checks only when Trainer logs, evaluates, saves or stops, adding no
+    host-device sync of its own; an integer also checks every that many steps (one sync each), so a run with
+    sparse logging stops sooner after the bad step. The error names the first step whose loss was not finite.
+    """
+
+    def __init__(self, check_every_n_steps: int | None = None):
+        if check_every_n_steps is not None and check_every_n_steps < 1:
+            raise ValueError(f"check_every_n_steps must be a positive integer or None, got {check_every_n_steps}.")
+        self.check_every_n_steps = check_every_n_steps
+        self._hook = None
+        self._step = 0
+        self._reset()
+
+    def _reset(self):
+        # Device-side record of the first non-finite loss: seen (bool), its step (int64) and value (float32).
+        self._seen = self._first_step = self._first_value = None
+
+    # ---- recording (no sync) ----
+
+    def _record(self, module, args, output):
+        if not module.training:
+            return
+        loss = output.get("loss") if hasattr(output, "get") else None
+        if not isinstance(loss, torch.Tensor):
+            return
+        with torch.no_grad():
+            value = loss.detach().float().sum()  # NaN and inf survive the sum; a scalar loss is itself
+            if self._seen is None:
+                self._seen = torch.zeros((), dtype=torch.bool, device=value.device)
+                self._first_step = torch.zeros((), dtype=torch.long, device=value.device)
+                self._first_value = torch.zeros((), dtype=torch.float32, device=value.device)
+            bad = ~torch.isfinite(value)
+            first = bad & ~self._seen
+            self._first_step = torch.where(first, torch.full_like(self._first_step, self._step), self._first_step)
+            self._first_value = torch.where(first, value, self._first_value)
+            self._seen = self._seen | bad
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self._reset()
+        self._step = state.global_step
+        if self._hook is not None:
+            self._hook.remove()
+        self._hook = model.register_forward_hook(self._record) if model is not None else None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._step = state.global_step + 1  # the step whose forwards come next (all micro-batches of it)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+
+    # ---- checking (one sync, only when Trainer is about to act on the state) ----
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        # Trainer's own schedule is recomputed here rather than read from `control` alone, so the check happens
+        # before a save even when this callback runs before DefaultFlowCallback (which sets the flags).
+        step = state.global_step
+        last = step >= state.max_steps > 0
+        saving = control.should_save or (args.save_strategy == "steps" and (due(step, state.save_steps) or last))
+        acting = (
+            saving
+            or last
+            or control.should_log
+            or control.should_evaluate
+            or control.should_training_stop
+            or (args.logging_strategy == "steps" and due(step, state.logging_steps))
+            or (args.eval_strategy == "steps" and due(step, state.eval_steps))
+            or due(step, self.check_every_n_steps)
+        )
+        if acting:
+            self._check(state, control, model if saving or args.save_strategy == "best" else None)
+
+    def on_epoch_end(self, args, state, control, model=None, **kwargs):
+        # Trainer logs, evaluates and saves once more after this event (epoch strategies, and the end of training).
+        self._check(state, control, model if args.save_strategy != "no" else None)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        self._check(state, control)
+        logs = logs or {}
+        loss = logs.get("loss")
+        if isinstance(loss, (int, float)) and not math.isfinite(loss):
+            self._stop(control, f"The training loss logged at step {state.global_step} is {loss}.")
+        grad_norm = logs.get("grad_norm")
+        if isinstance(grad_norm, (int, float)) and not math.isfinite(grad_norm) and not args.fp16:
+            self._stop(
+                control,
+                f"The gradient norm at step {state.global_step} is {grad_norm} (the loss was finite): "
+                "the optimizer step has made the weights non-finite.",
+            )
+
+    def _check(self, state, control, model=None):
+        if self._seen is not None and bool(self._seen):
+            step, value = int(self._first_step), float(self._first_value)
+            self._stop(
+                control, f"The training loss became {value} at step {step} (detected at step {state.global_step})."
+            )
+        if model is not None and not weights_are_finite(model):
+            self._stop(
+                control,
+                f"The weights became non-finite at or before step {state.global_step} although every "
+                "training loss was finite: the gradients overflowed in backward, or the update did.",
+            )
+
+    def _stop(self, control, what: str):
+        control.should_save = False
+        control.should_evaluate = False
+        control.should_training_stop = True
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        raise NonFiniteLossError(
+            f"{what} Training stopped before saving: the newest checkpoint-* folder is the last good state "
+            f"(resume from it with resume_from_checkpoint). To fix: {HINTS}."
+        )
+
+
+def weights_are_finite(model: torch.nn.Module) -> bool:
+    """Whether every parameter is free of NaN/inf (one host-device sync)."""
+    checks = []
+    for parameter in model.parameters():
+        local = parameter.to_local() if hasattr(parameter, "to_local") else parameter  # a DTensor shard
+        if local.is_floating_point() and local.numel():
+            checks.append(torch.isfinite(local.detach()).all())
+    return bool(torch.stack([check.to(checks[0].device) for check in checks]).all()) if checks else True
+
+
+def due(step: int, every: int | None) -> bool:
+    return bool(every) and step % every == 0
+
+
+class CompleteUploadCallback(TrainerCallback):
+    """Trainer's mid-training push (`push_to_hub=True`) copies only config and weights from the checkpoint into
+    `output_dir` before uploading it. A model of ours also needs its code files (the config's auto_map points at
+    them, and run_glue opens the upload with `trust_remote_code`) and an up-to-date card; `on_push_begin` runs
+    right before that copy, so both are in place when the upload starts.
+    """
+
+    def __init__(self, write_card: Callable[[Path, TrainerState], object] | None = None):
+        self.write_card = write_card
+
+    def on_push_begin(self, args, state, control, model=None, **kwargs):
+        output_dir = Path(args.output_dir)
+        output_dir.mkdir(parents=True, exist_ok=True)
+        if getattr(model, "_auto_class", None) is not None:  # a registered custom model: ship its folder's code
+            custom_object_save(model, output_dir)
+        if self.write_card is not None:
+            self.write_card(output_dir, state)
+
+
+class MaskingEpochCallback(TrainerCallback):
+    """Tells a reproducible collator which epoch it is masking, so each epoch draws fresh masks."""
+
+    def __init__(self, collator: ReproducibleMaskingMixin):
+        self.collator = collator
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        # state.epoch is the float count of completed epochs (restored from the checkpoint on resume).
+        self.collator.epoch = int(state.epoch + 1e-9) if state.epoch else 0
