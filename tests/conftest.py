@@ -3,6 +3,8 @@
 import pytest
 import torch
 
+from tests.tiny_models import corpus_tokenizer
+
 
 @pytest.fixture(scope="module")
 def one_thread():
@@ -12,3 +14,10 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def wordpiece_tokenizer():
+    """The WordPiece tokenizer trained on the embedded corpus (tests.tiny_models.corpus_tokenizer), once per module:
+    a module may change it without reaching another."""
+    return corpus_tokenizer()

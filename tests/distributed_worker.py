@@ -1,7 +1,7 @@
 """What `torchrun` runs for tests/test_distributed.py: each method's real `build_trainer` Trainer, trained under DDP.
 
     python -m torch.distributed.run --standalone --nproc_per_node 2 --module tests.distributed_worker \
-        --init BERT_FOLDER --output_dir DIR --methods mlm,mae-lm,tacl,biphasic
+        --model_name_or_path BERT_FOLDER --output_dir DIR --methods mlm,mae_lm,tacl,biphasic
 
 All methods run one after another in the same processes, so the interpreter and process-group start-up is paid
 once. For each method every rank writes `DIR/<method>/rank<R>.pt` (its final state_dict) and `rank<R>.json`
@@ -32,14 +32,14 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 from transformers import BertConfig, ModernBertConfig, TrainerCallback, TrainingArguments
 
-from hf_encoders import BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclForPreTraining
+from hf_encoders import FAMILIES, BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclForPreTraining
 from hf_encoders.training import pretrain as pretrain_module
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.pretrain import build_trainer
 from hf_encoders.training.recipes.tacl import TaclRecipe
 from tests.tiny_models import MASK_TOKEN_ID, VOCAB_SIZE, tiny_biphasic_config, tiny_mae_lm_config, tiny_tacl_config
 
-METHODS = ("mlm", "mae-lm", "tacl", "biphasic")
+METHODS = tuple(FAMILIES)
 MAX_STEPS = 4
 PHASES = "clm:0.5,mlm:0.5"  # biphasic switches to MLM at step 2 of 4
 # No dropout anywhere: the single-process reference draws its dropout masks in a different order than two ranks
@@ -50,8 +50,12 @@ NO_DROPOUT = "hidden_dropout_prob=0.0,attention_probs_dropout_prob=0.0"  # BERT 
 def method_arguments(method: str, init: str, **overrides) -> PretrainArguments:
     """A tiny run of `method` (the approach of tests/test_resume.py): TaCL continues the BERT at `init`, the others
     build a one-layer model from scratch with the tokenizer saved in `init` (one tokenizer for every process)."""
-    extra = {"init": init} if method == "tacl" else {"tokenizer_name": init, "config_overrides": "num_hidden_layers=1"}
-    if method in ("mlm", "mae-lm"):
+    extra = (
+        {"model_name_or_path": init}
+        if method == "tacl"
+        else {"tokenizer_name": init, "config_overrides": "num_hidden_layers=1"}
+    )
+    if method in ("mlm", "mae_lm"):
         extra["config_overrides"] += f",{NO_DROPOUT}"
     if method == "biphasic":
         extra["phases"] = PHASES  # Llama attention_dropout is 0.0 by default
@@ -104,7 +108,7 @@ class ForwardRecorder(TrainerCallback):
 
     def before_forward(self, model, positional, inputs):
         if model.training:
-            objective = getattr(model.config, "objective", None)
+            objective = getattr(model, "objective", None)
             self.forwards.append({"step": self.step, "objective": objective, "inputs": digest(inputs)})
 
 
@@ -193,7 +197,7 @@ def cli_pretrain(init: str, output_dir: Path, rank: int) -> None:
     argv = [
         "--method",
         "tacl",
-        "--init",
+        "--model_name_or_path",
         init,
         "--max_documents",
         "40",
@@ -228,7 +232,7 @@ def cli_pretrain(init: str, output_dir: Path, rank: int) -> None:
 EXAMPLES = Path(__file__).parent.parent / "examples"
 # method -> the example FSDP file it trains with. TaCL around BERT is known to fail (see FSDP_KNOWN_FAILURES).
 FSDP_CONFIGS = {
-    "mae-lm": "fsdp_mae_lm.json",
+    "mae_lm": "fsdp_mae_lm.json",
     "biphasic": "fsdp_biphasic.json",
     "tacl-modernbert": "fsdp_tacl_modernbert.json",
     "tacl-bert": "fsdp_bert.json",
@@ -240,10 +244,12 @@ FSDP_STEPS = 3
 def fsdp_model(method: str) -> torch.nn.Module:
     """A tiny dropout-free model of the family, the same on every rank."""
     torch.manual_seed(0)
-    if method == "mae-lm":
+    if method == "mae_lm":
         return MaeLmForMaskedLM(tiny_mae_lm_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
     if method == "biphasic":
-        return BiphasicEncoderForPreTraining(tiny_biphasic_config(objective="clm"))
+        model = BiphasicEncoderForPreTraining(tiny_biphasic_config())
+        model.objective = "clm"
+        return model
     shape = dict(
         vocab_size=VOCAB_SIZE,
         hidden_size=32,
@@ -350,7 +356,7 @@ def fsdp_one(method: str, output_dir: Path, rank: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--init", required=True, help="folder with the tiny BERT (and its tokenizer)")
+    parser.add_argument("--model_name_or_path", required=True, help="folder with the tiny BERT (and its tokenizer)")
     parser.add_argument("--output_dir", required=True)
     parser.add_argument("--methods", default=",".join(METHODS))
     options = parser.parse_args()
@@ -358,13 +364,13 @@ def main() -> None:
     output_dir = Path(options.output_dir)
     for method in ["tokenizer", "cli", *options.methods.split(","), *(f"fsdp-{name}" for name in FSDP_CONFIGS)]:
         (output_dir / method).mkdir(parents=True, exist_ok=True)
-    tokenizer_on_the_spot(options.init, output_dir, rank)
+    tokenizer_on_the_spot(options.model_name_or_path, output_dir, rank)
     for method in options.methods.split(","):
-        train_one(method, options.init, output_dir, rank)
+        train_one(method, options.model_name_or_path, output_dir, rank)
         print(f"rank {rank}: {method} done", flush=True)
     for method in FSDP_CONFIGS:
         fsdp_one(method, output_dir, rank)
-    cli_pretrain(options.init, output_dir, rank)
+    cli_pretrain(options.model_name_or_path, output_dir, rank)
 
 
 if __name__ == "__main__":

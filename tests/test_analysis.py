@@ -8,7 +8,6 @@ import re
 import numpy as np
 import pytest
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 from transformers import (
     AutoModel,
     BertConfig,
@@ -32,7 +31,7 @@ from hf_encoders.analysis.command import main as analyze
 from hf_encoders.analysis.files import atomic_output
 from hf_encoders.analysis.rank import GramAccumulator
 from hf_encoders.data.errors import TokenizerLoadError
-from tests.tiny_models import MASK_TOKEN_ID, VOCAB_SIZE, tiny_mae_lm_config
+from tests.tiny_models import VOCAB_SIZE, tiny_mae_lm_config, tiny_tokenizer
 
 TEXTS = [
     "the cat sat on the mat",
@@ -44,20 +43,13 @@ TEXTS = [
     "the dog and the cat sat in the sun",
     "morning rain on the old park",
 ]
-SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4, as tests/tiny_models.py expects
 
 
 @pytest.fixture(scope="module")
 def tokenizer() -> PreTrainedTokenizerFast:
-    backend = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    backend.train_from_iterator(TEXTS, trainers.WordLevelTrainer(special_tokens=SPECIAL_TOKENS))
-    backend.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
-    )
-    assert backend.get_vocab_size() <= VOCAB_SIZE and backend.token_to_id("[MASK]") == MASK_TOKEN_ID
-    special = dict(pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
-    return PreTrainedTokenizerFast(tokenizer_object=backend, **special)
+    """BERT's special tokens (ids 0-4, as the tiny configs expect), one id per word of TEXTS, and BERT's
+    [CLS] text [SEP] around each sentence."""
+    return tiny_tokenizer(words=sorted({word for text in TEXTS for word in text.split()}), cls_sep_template=True)
 
 
 SHAPE = dict(

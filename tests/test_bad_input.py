@@ -19,8 +19,6 @@ from transformers import (
     BertForPreTraining,
     GPT2Config,
     GPT2LMHeadModel,
-    LlamaConfig,
-    LlamaForCausalLM,
     RobertaConfig,
 )
 
@@ -31,7 +29,7 @@ from hf_encoders import (
     BiphasicEncoderForPreTraining,
     DataCollatorForBiphasic,
     DataCollatorForMaeLm,
-    DataCollatorForTaCL,
+    DataCollatorForTacl,
     MaeLmForMaskedLM,
     MaeLmModel,
     PhaseScheduleCallback,
@@ -42,25 +40,18 @@ from hf_encoders.data.biphasic_collator import next_token_labels
 from hf_encoders.training.pretrain import check_mask_token
 from tests.tiny_models import (
     MASK_TOKEN_ID,
+    PRETRAINING_METHODS,
+    TINY_CONFIGS,
     VOCAB_SIZE,
+    extra_inputs,
+    pretraining_model,
     sample_batch,
     tiny_biphasic_config,
+    tiny_llama,
     tiny_mae_lm_config,
     tiny_tacl_config,
     tiny_tokenizer,
 )
-
-PRE_TRAINING = {
-    "mae_lm": lambda **overrides: MaeLmForMaskedLM(tiny_mae_lm_config(**overrides)),
-    "tacl": lambda **overrides: TaclForPreTraining(tiny_tacl_config(**overrides)),
-    "biphasic": lambda **overrides: BiphasicEncoderForPreTraining(tiny_biphasic_config(**overrides)),
-}
-FAMILY_CLASSES = {"mae_lm": MaeLmForMaskedLM, "tacl": TaclForPreTraining, "biphasic": BiphasicEncoderForPreTraining}
-
-
-def extra_inputs(family: str, batch_size: int) -> dict:
-    """What a family's pre-training forward needs besides ids, mask and labels (TaCL's BERT student: NSP)."""
-    return {"next_sentence_label": torch.zeros(batch_size, dtype=torch.long)} if family == "tacl" else {}
 
 
 def tokenizer_without_mask():
@@ -74,10 +65,10 @@ def tokenizer_without_mask():
 def saved(tmp_path_factory):
     """One saved pre-training checkpoint per family (seeded, so reruns write the same weights)."""
     folders = {}
-    for family, build in PRE_TRAINING.items():
+    for family in TINY_CONFIGS:
         torch.manual_seed(0)
         folders[family] = tmp_path_factory.mktemp(family)
-        build().save_pretrained(folders[family])
+        pretraining_model(family).save_pretrained(folders[family])
     return folders
 
 
@@ -88,7 +79,7 @@ def saved(tmp_path_factory):
     "collator_class,fix",
     [
         (DataCollatorForMaeLm, r"add_special_tokens\(\{'mask_token'"),
-        (DataCollatorForTaCL, "use the tokenizer of the encoder TaCL continues"),
+        (DataCollatorForTacl, "use the tokenizer of the encoder TaCL continues"),
         (DataCollatorForBiphasic, r"add_special_tokens\(\{'mask_token'.*prepare_tokenizer"),
     ],
 )
@@ -105,7 +96,7 @@ def test_the_biphasic_clm_collator_needs_no_mask_token():
 @pytest.mark.parametrize("family", ["mae_lm", "biphasic"])
 @pytest.mark.parametrize("tokenizer_mask", ["other id", "none"])
 def test_config_and_tokenizer_must_agree_on_the_mask_id(family, tokenizer_mask):
-    model = PRE_TRAINING[family](mask_token_id=MASK_TOKEN_ID + 3)
+    model = pretraining_model(family, mask_token_id=MASK_TOKEN_ID + 3)
     tokenizer = tiny_tokenizer() if tokenizer_mask == "other id" else tokenizer_without_mask()
     message = (
         rf"config.mask_token_id \({MASK_TOKEN_ID + 3}\) differs.*set config.mask_token_id = tokenizer.mask_token_id"
@@ -126,7 +117,10 @@ def test_biphasic_masked_lm_training_needs_a_mask_token_id(model_class):
     model = model_class(tiny_biphasic_config(mask_token_id=None))
     batch = sample_batch()
     labels = torch.where(batch["input_ids"] == MASK_TOKEN_ID, 7, -100)
-    with pytest.raises(ValueError, match=r"needs config.mask_token_id.*prepare_tokenizer.*fit_model_to_tokenizer"):
+    with pytest.raises(
+        ValueError,
+        match=r"needs config.mask_token_id.*add_special_tokens.*resize_token_embeddings.*config.mask_token_id = ",
+    ):
         model(**batch, labels=labels)
     assert model(**batch).logits.shape[-1] == VOCAB_SIZE  # inference needs no mask id
     if model_class is BiphasicEncoderForPreTraining:  # nor does the CLM phase of a converted causal LM
@@ -137,16 +131,14 @@ def test_biphasic_masked_lm_training_needs_a_mask_token_id(model_class):
 # --- shapes ---------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("family", ["mae_lm", "tacl", "biphasic-clm", "biphasic-mlm"])
-def test_a_sequence_longer_than_the_position_table_is_refused(family):
-    family, _, objective = family.partition("-")
-    model = PRE_TRAINING[family]().eval()
+@pytest.mark.parametrize("method", PRETRAINING_METHODS)
+def test_a_sequence_longer_than_the_position_table_is_refused(method):
+    model = pretraining_model(method).eval()
     ids = torch.full((1, 65), 5)  # the tiny tables hold 64 positions
-    kwargs = {"objective": objective} if objective else {}
     with pytest.raises(ValueError, match=r"Sequence length 65 exceeds .*max_position_embeddings=64.*truncat"):
-        model(input_ids=ids, labels=ids, **kwargs, **extra_inputs(family, 1))
+        model(input_ids=ids, labels=ids, **extra_inputs(method, 1))
     with torch.no_grad():
-        assert torch.isfinite(model(input_ids=ids[:, :64], **kwargs).logits).all()  # the limit itself is fine
+        assert torch.isfinite(model(input_ids=ids[:, :64]).logits).all()  # the limit itself is fine
 
 
 @pytest.mark.parametrize("model_class", [MaeLmModel, BiphasicEncoder])
@@ -177,23 +169,18 @@ def test_a_roberta_student_counts_its_position_offset():
         assert torch.isfinite(model(input_ids=torch.full((1, 78), 5)).logits).all()
 
 
-@pytest.mark.parametrize("family", ["mae_lm", "tacl", "biphasic-clm", "biphasic-mlm", "biphasic-masked-lm"])
+@pytest.mark.parametrize("method", [*PRETRAINING_METHODS, "biphasic-masked-lm"])
 @pytest.mark.parametrize("shape", [(2, 5), (24,), (1, 12)], ids=["shorter", "flat", "fewer rows"])
-def test_labels_of_the_wrong_shape_are_refused(family, shape):
+def test_labels_of_the_wrong_shape_are_refused(method, shape):
     batch = sample_batch()  # (2, 12)
     labels = torch.full(shape, 7)
-    if family == "biphasic-masked-lm":
-        model, kwargs, extra = BiphasicEncoderForMaskedLM(tiny_biphasic_config()), {}, {}
+    if method == "biphasic-masked-lm":
+        model = BiphasicEncoderForMaskedLM(tiny_biphasic_config())
     else:
-        name, _, objective = family.partition("-")
-        model, kwargs, extra = (
-            PRE_TRAINING[name](),
-            {"objective": objective} if objective else {},
-            extra_inputs(name, 2),
-        )
-    message = r"labels must have the shape of (input_ids|the input \(batch, length\) =) \(2, 12\), got"
+        model = pretraining_model(method)
+    message = r"labels must have the shape of the input \(batch, length\) = \(2, 12\), got \(.*\): one target per"
     with pytest.raises(ValueError, match=message):
-        model(**batch, labels=labels, **kwargs, **extra)
+        model(**batch, labels=labels, **extra_inputs(method, 2))
 
 
 # --- configurations -------------------------------------------------------------------------------------------------
@@ -245,10 +232,16 @@ def test_an_explicit_biphasic_head_dim_need_not_divide_the_hidden_size():
     assert BiphasicConfig.from_dict(config.to_dict()).head_dim == 8
 
 
+def forward_with_objective_attribute(objective: str):
+    model = BiphasicEncoderForPreTraining(tiny_biphasic_config())
+    model.objective = objective  # what PhaseScheduleCallback sets
+    return model(**sample_batch())
+
+
 @pytest.mark.parametrize(
     "call,message",
     [
-        (lambda: tiny_biphasic_config(objective="nsp"), r"objective must be one of \('clm', 'mlm'\), got 'nsp'"),
+        (lambda: forward_with_objective_attribute("nsp"), r"objective must be one of \('clm', 'mlm'\), got 'nsp'"),
         (
             lambda: BiphasicEncoderForPreTraining(tiny_biphasic_config())(**sample_batch(), objective="nsp"),
             r"objective must be one of \('clm', 'mlm'\), got 'nsp'",
@@ -272,7 +265,7 @@ def test_an_explicit_biphasic_head_dim_need_not_divide_the_hidden_size():
         (lambda: PhaseScheduleCallback.from_string(" , "), r"needs at least one phase, e.g. \[\('clm', 0.25\)"),
     ],
     ids=[
-        "config",
+        "attribute",
         "forward",
         "collator",
         "schedule-string",
@@ -293,19 +286,7 @@ def test_unknown_objectives_and_bad_phase_schedules_are_refused(call, message):
 
 
 def tiny_llama_folder(path):
-    LlamaForCausalLM(
-        LlamaConfig(
-            vocab_size=VOCAB_SIZE,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=1,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            pad_token_id=0,
-            bos_token_id=1,
-            eos_token_id=2,
-        )
-    ).save_pretrained(path)
+    tiny_llama(num_hidden_layers=1).save_pretrained(path)
     return path
 
 
@@ -330,14 +311,15 @@ def test_tacl_names_a_missing_encoder_path(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "method,fix",
+    "method,option,fix",
     [
-        ("tacl", "TaCL continues a pretrained encoder: pass --init"),
-        ("biphasic", "Pass a Llama-family causal LM's folder"),
+        ("tacl", "--model_name_or_path", "TaCL continues a pretrained encoder: pass --model_name_or_path"),
+        ("biphasic", "--from_causal_lm", "Pass a Llama-family causal LM's folder"),
+        ("biphasic", "--model_name_or_path", "Pass the folder of a biphasic checkpoint saved with its tokenizer"),
     ],
 )
-def test_pretrain_names_a_missing_init_before_reading_the_corpus(method, fix, tmp_path):
-    """The recipe reads --init's tokenizer first: the error names the path and what to pass, not a Hub repo-id rule."""
+def test_pretrain_names_a_missing_start_before_reading_the_corpus(method, option, fix, tmp_path):
+    """The recipe reads the starting checkpoint's tokenizer first: the error names the path and what to pass, not a Hub repo-id rule."""
     from hf_encoders.data.errors import TokenizerLoadError
     from hf_encoders.training.pretrain import main
 
@@ -345,7 +327,7 @@ def test_pretrain_names_a_missing_init_before_reading_the_corpus(method, fix, tm
     with pytest.raises(
         TokenizerLoadError, match=f"cannot load a tokenizer from '{re.escape(missing)}'.*{re.escape(fix)}"
     ):
-        main(["--method", method, "--init", missing, "--output_dir", str(tmp_path / "out"), "--report_to", "none"])
+        main(["--method", method, option, missing, "--output_dir", str(tmp_path / "out"), "--report_to", "none"])
 
 
 def test_from_causal_lm_names_a_missing_path_and_a_biphasic_checkpoint(saved, tmp_path):
@@ -381,7 +363,7 @@ def test_a_checkpoint_of_one_family_is_refused_by_another(saved, source, target,
 
 def test_foreign_transformers_checkpoints_are_sent_to_the_converters(tmp_path):
     tiny_llama_folder(tmp_path / "llama")
-    message = "'llama' model, not a biphasic one.*convert it with BiphasicEncoderForPreTraining.from_causal_lm"
+    message = "'llama' model, not a biphasic one.*convert it with `hf-encoders convert --from-causal-lm`"
     with pytest.raises(ValueError, match=message):
         BiphasicEncoderForPreTraining.from_pretrained(tmp_path / "llama")
     BertForPreTraining(BertConfig(**BERT_STUDENT, num_attention_heads=4)).save_pretrained(tmp_path / "bert")
@@ -390,7 +372,7 @@ def test_foreign_transformers_checkpoints_are_sent_to_the_converters(tmp_path):
         TaclForPreTraining.from_pretrained(tmp_path / "bert")
 
 
-@pytest.mark.parametrize("family", sorted(FAMILY_CLASSES))
+@pytest.mark.parametrize("family", sorted(TINY_CONFIGS))
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "empty"])
 def test_a_corrupt_weights_file_is_named_with_the_fix(saved, tmp_path, family, damage):
     folder = shutil.copytree(saved[family], tmp_path / "checkpoint")
@@ -403,10 +385,10 @@ def test_a_corrupt_weights_file_is_named_with_the_fix(saved, tmp_path, family, d
         rf"Cannot read {re.escape(str(weights))} \(SafetensorError: .*\): the weights file is corrupt or truncated"
     )
     with pytest.raises(ValueError, match=f"{message}.*re-download or re-save the checkpoint"):
-        FAMILY_CLASSES[family].from_pretrained(folder)
+        type(pretraining_model(family)).from_pretrained(folder)
 
 
-@pytest.mark.parametrize("family", sorted(FAMILY_CLASSES))
+@pytest.mark.parametrize("family", sorted(TINY_CONFIGS))
 def test_weights_that_do_not_fit_the_config_are_refused(saved, family):
     if family == "tacl":
         config = tiny_tacl_config()
@@ -419,9 +401,10 @@ def test_weights_that_do_not_fit_the_config_are_refused(saved, family):
             "mae_lm": r"mae_lm.layers.0.intermediate.weight: checkpoint \(64, 32\) vs model \(48, 32\)",
             "biphasic": r"model.layers.0.mlp.gate_proj.weight: checkpoint \(64, 32\) vs model \(48, 32\)",
         }[family]
-    message = rf"does not fit {FAMILY_CLASSES[family].__name__} \(mis-shaped: .*{key}.*same configuration"
+    model_class = type(pretraining_model(family))
+    message = rf"does not fit {model_class.__name__} \(mis-shaped: .*{key}.*same configuration"
     with pytest.raises(ValueError, match=message):
-        FAMILY_CLASSES[family].from_pretrained(saved[family], **overrides)
+        model_class.from_pretrained(saved[family], **overrides)
 
 
 def test_a_biphasic_task_head_may_opt_into_reinitialising_a_mis_shaped_head(tmp_path):
@@ -464,16 +447,15 @@ def awkward_batch(case: str, objective: str | None) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
-@pytest.mark.parametrize("family", ["mae_lm", "tacl", "biphasic-clm", "biphasic-mlm"])
+@pytest.mark.parametrize("method", PRETRAINING_METHODS)
 @pytest.mark.parametrize("case", AWKWARD)
-def test_awkward_batches_give_finite_losses_and_gradients(case, family, attn_implementation):
-    family, _, objective = family.partition("-")
+def test_awkward_batches_give_finite_losses_and_gradients(case, method, attn_implementation):
+    family, _, objective = method.partition("-")
     torch.manual_seed(0)
-    model = PRE_TRAINING[family](attn_implementation=attn_implementation).train()  # TaCL passes it to the student
+    model = pretraining_model(method, attn_implementation=attn_implementation).train()  # TaCL: the student's
     assert getattr(model, "student", model).config._attn_implementation == attn_implementation
     batch = awkward_batch(case, objective or None)
-    kwargs = {"objective": objective} if objective else {}
-    output = model(**batch, **kwargs, **extra_inputs(family, batch["input_ids"].shape[0]))
+    output = model(**batch, **extra_inputs(method, batch["input_ids"].shape[0]))
     output.loss.backward()
     assert torch.isfinite(output.loss), f"{family} {case}: loss {output.loss}"
     gradients = [parameter.grad for parameter in model.parameters() if parameter.grad is not None]
@@ -484,5 +466,5 @@ def test_awkward_batches_give_finite_losses_and_gradients(case, family, attn_imp
         assert output.tacl_loss == 0 and output.mlm_loss == 0
     model.eval()
     with torch.no_grad():  # and every position's prediction, padded rows included, stays finite at inference
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **kwargs).logits
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     assert logits.shape[:2] == batch["input_ids"].shape and torch.isfinite(logits).all()

@@ -4,9 +4,6 @@ or against a computation done by hand."""
 import pytest
 import torch
 import transformers
-from tokenizers import Tokenizer
-from tokenizers.models import WordLevel
-from tokenizers.pre_tokenizers import WhitespaceSplit
 from transformers import (
     AutoModel,
     AutoModelForPreTraining,
@@ -16,12 +13,9 @@ from transformers import (
     EuroBertForMaskedLM,
     GPT2Config,
     GPT2LMHeadModel,
-    LlamaConfig,
-    LlamaForCausalLM,
     MistralConfig,
     MistralForCausalLM,
     MixtralConfig,
-    PreTrainedTokenizerFast,
     Qwen2Config,
     Qwen2ForCausalLM,
 )
@@ -36,20 +30,14 @@ from hf_encoders import (
     BiphasicEncoderForTokenClassification,
 )
 from hf_encoders.training.conversion import MASK_TOKEN, convert_causal_lm
-from tests.tiny_models import MASK_TOKEN_ID, VOCAB_SIZE, sample_batch, tiny_biphasic_config
-
-SHAPE = dict(
-    vocab_size=VOCAB_SIZE,
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=64,
-    rms_norm_eps=1e-5,
-    pad_token_id=0,
-    bos_token_id=1,
-    eos_token_id=2,
+from tests.tiny_models import (
+    LLAMA_SHAPE,
+    MASK_TOKEN_ID,
+    VOCAB_SIZE,
+    sample_batch,
+    tiny_biphasic_config,
+    tiny_llama,
+    tiny_tokenizer,
 )
 
 
@@ -60,15 +48,10 @@ def padded_batch(padding_side="right"):
     return batch
 
 
-def random_llama(**overrides):
-    torch.manual_seed(0)
-    return LlamaForCausalLM(LlamaConfig(**{**SHAPE, **overrides})).eval()
-
-
 @pytest.mark.parametrize("padding_side", ["right", "left"])
 @pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
 def test_clm_logits_equal_llama_with_gqa_and_padding(padding_side, attn_implementation):
-    llama = random_llama(rope_theta=500000.0)
+    llama = tiny_llama(rope_theta=500000.0)
     llama.set_attn_implementation(attn_implementation)
     ours = BiphasicEncoderForPreTraining.from_causal_lm(llama)
     ours.set_attn_implementation(attn_implementation)
@@ -90,12 +73,12 @@ def test_objective_switches_the_mask():
             before = model(input_ids=ids, objective=objective).logits[0, :-1]
             after = model(input_ids=changed, objective=objective).logits[0, :-1]
             assert (not torch.allclose(before, after)) == future_visible, objective
-    assert model.config.objective == "mlm"  # the default objective is the encoder's
+    assert model.objective == "mlm"  # the default objective is the encoder's
 
 
 def reference_eurobert(model: BiphasicEncoderForMaskedLM) -> EuroBertForMaskedLM:
     """transformers' EuroBERT built from a hand-written config, loaded with our weights."""
-    config = EuroBertConfig(**SHAPE, mask_token_id=MASK_TOKEN_ID, tie_word_embeddings=False)
+    config = EuroBertConfig(**LLAMA_SHAPE, mask_token_id=MASK_TOKEN_ID, tie_word_embeddings=False)
     eurobert = EuroBertForMaskedLM(config).eval()
     eurobert.load_state_dict(model.state_dict(), strict=True)
     return eurobert
@@ -180,7 +163,7 @@ def test_mlm_vocabulary_projection_runs_only_at_labelled_positions():
 
 
 def test_clm_loss_is_next_token_cross_entropy_of_llama():
-    llama = random_llama()
+    llama = tiny_llama()
     ours = BiphasicEncoderForPreTraining.from_causal_lm(llama)
     batch = padded_batch()
     # Already-shifted labels, as DataCollatorForBiphasic makes them; Llama takes unshifted ones and shifts itself.
@@ -229,7 +212,7 @@ def test_pre_training_picks_the_view_of_its_objective():
             expected = model(
                 input_ids=input_ids, attention_mask=batch["attention_mask"], labels=labels, objective=objective
             )
-            model.config.objective = objective
+            model.objective = objective
             got = model(**two_views)
             torch.testing.assert_close(got.loss, expected.loss)
             assert type(got).__name__ == {"clm": "CausalLMOutput", "mlm": "MaskedLMOutput"}[objective]
@@ -278,7 +261,7 @@ def test_sequences_longer_than_the_position_limit_are_refused():
 
 def test_qwen2_biases_convert_through_attention_bias():
     torch.manual_seed(0)
-    qwen = Qwen2ForCausalLM(Qwen2Config(**SHAPE)).eval()
+    qwen = Qwen2ForCausalLM(Qwen2Config(**LLAMA_SHAPE)).eval()
     for name, parameter in qwen.named_parameters():
         if name.endswith("bias"):
             torch.nn.init.normal_(parameter)  # Qwen2 initialises them to zero; make them matter
@@ -291,7 +274,7 @@ def test_qwen2_biases_convert_through_attention_bias():
 
 def test_mistral_sliding_window_becomes_the_position_limit():
     torch.manual_seed(0)
-    mistral = MistralForCausalLM(MistralConfig(**SHAPE, sliding_window=8, head_dim=16)).eval()
+    mistral = MistralForCausalLM(MistralConfig(**LLAMA_SHAPE, sliding_window=8, head_dim=16)).eval()
     ours = BiphasicEncoderForPreTraining.from_causal_lm(mistral)
     assert ours.config.max_position_embeddings == 8 and ours.config.head_dim == 16
     ids = sample_batch(length=8)["input_ids"]
@@ -306,7 +289,7 @@ def test_mistral_sliding_window_becomes_the_position_limit():
     [
         GPT2Config(vocab_size=VOCAB_SIZE, n_embd=32, n_layer=1, n_head=4),
         BertConfig(vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=1, num_attention_heads=4),
-        MixtralConfig(**SHAPE, num_local_experts=2),
+        MixtralConfig(**LLAMA_SHAPE, num_local_experts=2),
     ],
     ids=["gpt2", "bert", "mixtral"],
 )
@@ -324,11 +307,9 @@ def test_a_loaded_gpt2_is_refused():
 
 
 def test_convert_adds_a_mask_token_and_keeps_the_causal_lm(tmp_path):
-    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, **{f"w{i}": i for i in range(4, VOCAB_SIZE)}}
-    backend = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = WhitespaceSplit()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
-    llama = random_llama(pad_token_id=None)
+    # A causal LM's tokenizer: no pad token, no mask token.
+    tokenizer = tiny_tokenizer("llama", pad_token=None, mask_token=None)
+    llama = tiny_llama(pad_token_id=None)
     llama.save_pretrained(tmp_path / "llama")
     tokenizer.save_pretrained(tmp_path / "llama")
 

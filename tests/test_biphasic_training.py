@@ -4,40 +4,15 @@ per-objective logs) and the `hf-encoders pretrain` recipe."""
 import pytest
 import torch
 from datasets import Dataset
-from tokenizers import Tokenizer
-from tokenizers.models import WordLevel
-from tokenizers.pre_tokenizers import WhitespaceSplit
-from transformers import PreTrainedTokenizerFast, Trainer, TrainingArguments
+from transformers import Trainer, TrainingArguments
 
 from hf_encoders import BiphasicEncoderForPreTraining, DataCollatorForBiphasic, PhaseScheduleCallback
 from hf_encoders.data.biphasic_collator import next_token_labels
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.recipes import get_recipe
-from tests.tiny_models import MASK_TOKEN_ID, VOCAB_SIZE, tiny_biphasic_config
+from tests.tiny_models import MASK_TOKEN_ID, VOCAB_SIZE, tiny_biphasic_config, tiny_tokenizer
 
-PAD, BOS, EOS = 0, 1, 2
-
-
-def tiny_tokenizer(pad_token="<pad>") -> PreTrainedTokenizerFast:
-    """Word-level: <pad>=0, <s>=1, </s>=2, <unk>=3, <mask>=4, then w5 ... w63 (tiny_biphasic_config's ids)."""
-    vocab = {
-        "<pad>": PAD,
-        "<s>": BOS,
-        "</s>": EOS,
-        "<unk>": 3,
-        "<mask>": MASK_TOKEN_ID,
-        **{f"w{i}": i for i in range(5, VOCAB_SIZE)},
-    }
-    backend = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = WhitespaceSplit()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        pad_token=pad_token,
-        bos_token="<s>",
-        eos_token="</s>",
-        unk_token="<unk>",
-        mask_token="<mask>",
-    )
+BOS, EOS = 1, 2  # tiny_tokenizer("llama")'s and tiny_biphasic_config's ids
 
 
 def test_next_token_labels_shift_once_and_keep_eos_when_pad_is_eos():
@@ -48,7 +23,7 @@ def test_next_token_labels_shift_once_and_keep_eos_when_pad_is_eos():
 
 
 def test_collator_builds_both_views_from_one_padded_batch():
-    tokenizer = tiny_tokenizer()
+    tokenizer = tiny_tokenizer("llama")
     collator = DataCollatorForBiphasic(tokenizer, seed=0)
     examples = [{"input_ids": [BOS, *range(5, 45), EOS]}, {"input_ids": [BOS, 7, 8, 9, EOS]}]
     batch = collator(examples)
@@ -65,7 +40,7 @@ def test_collator_builds_both_views_from_one_padded_batch():
 
 
 def test_collator_masks_forty_percent_of_real_tokens_with_a_configurable_split():
-    tokenizer = tiny_tokenizer(pad_token="</s>")
+    tokenizer = tiny_tokenizer("llama", pad_token="</s>")
     examples = [list(range(5, VOCAB_SIZE)) * 4 for _ in range(64)]
     batch = DataCollatorForBiphasic(tokenizer, objective="mlm", seed=0)(examples)
     assert set(batch) == {"input_ids", "attention_mask", "labels"}
@@ -81,12 +56,12 @@ def test_collator_masks_forty_percent_of_real_tokens_with_a_configurable_split()
 
 
 def test_clm_collator_and_its_errors():
-    batch = DataCollatorForBiphasic(tiny_tokenizer(), objective="clm")([[5, 6, 7], [8, 9]])
+    batch = DataCollatorForBiphasic(tiny_tokenizer("llama"), objective="clm")([[5, 6, 7], [8, 9]])
     assert set(batch) == {"input_ids", "attention_mask", "labels"}
     assert batch["labels"].tolist() == [[6, 7, -100], [9, -100, -100]]
     with pytest.raises(ValueError, match="objective"):
-        DataCollatorForBiphasic(tiny_tokenizer(), objective="both")
-    no_pad = tiny_tokenizer()
+        DataCollatorForBiphasic(tiny_tokenizer("llama"), objective="both")
+    no_pad = tiny_tokenizer("llama")
     no_pad.pad_token = None
     with pytest.raises(ValueError, match=r"pad_token = tokenizer.eos_token"):
         DataCollatorForBiphasic(no_pad)
@@ -162,7 +137,7 @@ def train(tmp_path, phases, resume=None, **arguments):
         model=model,
         args=TrainingArguments(**{**settings, **arguments}),
         train_dataset=training_documents(),
-        data_collator=DataCollatorForBiphasic(tiny_tokenizer()),
+        data_collator=DataCollatorForBiphasic(tiny_tokenizer("llama")),
         callbacks=[PhaseScheduleCallback.from_string(phases)],
     )
     trainer.train(resume_from_checkpoint=resume)
@@ -185,7 +160,7 @@ def test_phases_land_on_the_right_steps_with_and_without_workers(tmp_path, worke
     schedule = PhaseScheduleCallback.from_string("clm:0.25,mlm:0.75")
     steps = assert_logs_follow_phases(trainer, schedule)
     assert 2 in steps  # the last CLM step closes its logging window
-    assert trainer.model.config.objective == "mlm"
+    assert trainer.model.objective == "mlm"
 
 
 def test_a_resumed_run_continues_in_the_right_phase(tmp_path):
@@ -201,7 +176,7 @@ def test_a_one_view_collator_is_refused_by_a_two_phase_schedule(tmp_path):
         model=BiphasicEncoderForPreTraining(tiny_biphasic_config()),
         args=TrainingArguments(output_dir=str(tmp_path), max_steps=4, report_to=[], use_cpu=True),
         train_dataset=training_documents(),
-        data_collator=DataCollatorForBiphasic(tiny_tokenizer(), objective="mlm"),
+        data_collator=DataCollatorForBiphasic(tiny_tokenizer("llama"), objective="mlm"),
         callbacks=[PhaseScheduleCallback()],
     )
     with pytest.raises(ValueError, match="both views"):
@@ -249,4 +224,4 @@ def test_recipe_builds_a_trainable_pfs_run(tmp_path):
 def test_recipe_refuses_a_block_longer_than_the_model():
     args = PretrainArguments(method="biphasic", block_size=4096, config_overrides="max_position_embeddings=2048")
     with pytest.raises(ValueError, match="block_size"):
-        get_recipe("biphasic").build_model(args, tiny_tokenizer())
+        get_recipe("biphasic").build_model(args, tiny_tokenizer("llama"))

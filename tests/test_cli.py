@@ -34,7 +34,7 @@ def test_pretrain_help_offers_every_training_argument(capsys):
     )
 
 
-def tiny_pretrain_argv(output_dir, method="mae-lm", *extra):
+def tiny_pretrain_argv(output_dir, method="mae_lm", *extra):
     return [
         "pretrain",
         "--method",
@@ -70,7 +70,7 @@ def test_pretrain_mae_lm_writes_a_loadable_checkpoint_with_card_and_curve(tmp_pa
     assert sum("loss" in entry for entry in log_history) == 3
     assert (output_dir / "loss_curve.png").stat().st_size > 1000
     card = (output_dir / "README.md").read_text()
-    assert card.startswith("---\n") and "library_name: transformers" in card and "- mae-lm" in card
+    assert card.startswith("---\n") and "library_name: transformers" in card and "- mae_lm" in card
     assert "optimizer steps: 3" in card
     model = AutoModelForMaskedLM.from_pretrained(output_dir)
     classifier = AutoModelForSequenceClassification.from_pretrained(output_dir)
@@ -87,7 +87,7 @@ def test_pretrain_mae_lm_writes_a_loadable_checkpoint_with_card_and_curve(tmp_pa
 )
 def test_pretrain_bad_options_are_named(tmp_path, extra, message):
     with pytest.raises(ValueError, match=message):
-        main(tiny_pretrain_argv(tmp_path / "out", "mae-lm", *extra))
+        main(tiny_pretrain_argv(tmp_path / "out", "mae_lm", *extra))
 
 
 def test_pretrain_unknown_method_is_named(tmp_path):
@@ -97,4 +97,4 @@ def test_pretrain_unknown_method_is_named(tmp_path):
 
 def test_pretrain_refuses_fp16_on_cpu(tmp_path):
     with pytest.raises(ValueError, match="--fp16 has no effect on CPU"):
-        main(tiny_pretrain_argv(tmp_path / "out", "mae-lm", "--fp16", "--use_cpu"))
+        main(tiny_pretrain_argv(tmp_path / "out", "mae_lm", "--fp16", "--use_cpu"))

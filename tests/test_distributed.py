@@ -1,7 +1,7 @@
 """Every method trains under `torchrun` with Trainer unchanged (DDP, 2 CPU processes, gloo).
 
 One `torchrun --nproc_per_node 2` launch runs tests/distributed_worker.py, which trains the real `build_trainer`
-Trainer of mlm, mae-lm, tacl and biphasic (clm:0.5,mlm:0.5) one after the other for 4 steps, 2 examples per rank,
+Trainer of mlm, mae_lm, tacl and biphasic (clm:0.5,mlm:0.5) one after the other for 4 steps, 2 examples per rank,
 and writes each rank's final weights, the digest of every forward's inputs, the logged losses and what DDP
 registered for gradient reduction. The tests then check that
 
@@ -33,9 +33,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import BertConfig, BertForPreTraining, BertModel
+from transformers import BertModel
 
-from hf_encoders.data import embedded_documents, train_wordpiece_tokenizer
 from hf_encoders.training.pretrain import build_trainer
 from tests.distributed_worker import (
     EXAMPLES,
@@ -51,8 +50,8 @@ from tests.distributed_worker import (
     train_fsdp_steps,
     training_arguments,
 )
-from tests.test_remote_code import model_folder_files, run_in_fresh_process
-from tests.tiny_models import sample_batch
+from tests.helpers import model_folder_files, run_in_fresh_process
+from tests.tiny_models import sample_batch, save_tiny_bert
 
 REPO_ROOT = Path(__file__).parent.parent
 RANKS = (0, 1)
@@ -62,20 +61,7 @@ RANKS = (0, 1)
 def bert_init(tmp_path_factory):
     """A tiny BERT with NSP head and its tokenizer (as in test_resume.py), without dropout so that runs over
     different process counts can agree exactly: TaCL continues it, the other methods use its tokenizer."""
-    folder = tmp_path_factory.mktemp("bert")
-    tokenizer = train_wordpiece_tokenizer(embedded_documents()[:40], vocab_size=300)
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
-    BertForPreTraining(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
+    return save_tiny_bert(tmp_path_factory.mktemp("bert"), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +77,7 @@ def ddp_runs(bert_init, tmp_path_factory) -> Path:
         "2",
         "--module",
         "tests.distributed_worker",
-        "--init",
+        "--model_name_or_path",
         bert_init,
         "--output_dir",
         str(output_dir),
@@ -201,7 +187,7 @@ def test_two_processes_match_one_process_with_the_same_global_batch(method, bert
       micro-batches the masked inputs are identical (the input digest covers masked ids and labels).
     * Loss scale. TaCL and biphasic average their loss over their own batch (accepts_loss_kwargs=False): DDP
       averages the two ranks' means, gradient accumulation too; over 4 examples at once it would be a mean over
-      all anchors, a different number. mlm and mae-lm divide by Trainer's `num_items_in_batch`, which counts the
+      all anchors, a different number. mlm and mae_lm divide by Trainer's `num_items_in_batch`, which counts the
       whole global batch in both runs.
     * Dropout is off (bert_init, NO_DROPOUT): both ranks start from one seed, so their dropout draws differ from
       the single process's.

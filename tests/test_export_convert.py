@@ -8,23 +8,24 @@ from transformers import AutoModelForMaskedLM, AutoModelForPreTraining
 
 from hf_encoders import BiphasicEncoderForMaskedLM, BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclForPreTraining
 from hf_encoders.cli import main
-from tests.test_biphasic import random_llama
-from tests.tiny_models import sample_batch, tiny_biphasic_config, tiny_mae_lm_config, tiny_tacl_config, tiny_tokenizer
-
-
-@pytest.fixture
-def word_tokenizer():
-    return tiny_tokenizer()
+from tests.tiny_models import (
+    sample_batch,
+    tiny_biphasic_config,
+    tiny_llama,
+    tiny_mae_lm_config,
+    tiny_tacl_config,
+    tiny_tokenizer,
+)
 
 
 def python_files(folder):
     return sorted(path.name for path in folder.glob("*.py"))
 
 
-def test_export_biphasic_writes_native_eurobert_with_equal_outputs(tmp_path, word_tokenizer):
+def test_export_biphasic_writes_native_eurobert_with_equal_outputs(tmp_path):
     model = BiphasicEncoderForMaskedLM(tiny_biphasic_config()).eval()
     model.save_pretrained(tmp_path / "biphasic")
-    word_tokenizer.save_pretrained(tmp_path / "biphasic")
+    tiny_tokenizer().save_pretrained(tmp_path / "biphasic")
     assert main(["export", str(tmp_path / "biphasic"), str(tmp_path / "eurobert")]) == 0
     assert json.loads((tmp_path / "eurobert" / "config.json").read_text())["model_type"] == "eurobert"
     assert python_files(tmp_path / "eurobert") == [], "a native export carries no remote code"
@@ -35,10 +36,10 @@ def test_export_biphasic_writes_native_eurobert_with_equal_outputs(tmp_path, wor
         torch.testing.assert_close(exported(**batch).logits, model(**batch).logits)
 
 
-def test_export_tacl_writes_the_student_as_plain_bert(tmp_path, word_tokenizer):
+def test_export_tacl_writes_the_student_as_plain_bert(tmp_path):
     model = TaclForPreTraining(tiny_tacl_config())
     model.save_pretrained(tmp_path / "tacl")
-    word_tokenizer.save_pretrained(tmp_path / "tacl")
+    tiny_tokenizer().save_pretrained(tmp_path / "tacl")
     assert main(["export", str(tmp_path / "tacl"), str(tmp_path / "student")]) == 0
     assert json.loads((tmp_path / "student" / "config.json").read_text())["model_type"] == "bert"
     assert python_files(tmp_path / "student") == []
@@ -56,10 +57,10 @@ def test_export_refuses_a_family_that_needs_no_export(tmp_path):
         main(["export", str(tmp_path / "nothing"), str(tmp_path / "out")])
 
 
-def test_convert_turns_a_causal_lm_folder_into_a_biphasic_checkpoint(tmp_path, word_tokenizer):
-    llama = random_llama().eval()
+def test_convert_turns_a_causal_lm_folder_into_a_biphasic_checkpoint(tmp_path):
+    llama = tiny_llama()
     llama.save_pretrained(tmp_path / "llama")
-    word_tokenizer.save_pretrained(tmp_path / "llama")
+    tiny_tokenizer().save_pretrained(tmp_path / "llama")
     assert main(["convert", "--from-causal-lm", str(tmp_path / "llama"), str(tmp_path / "converted")]) == 0
     converted = AutoModelForPreTraining.from_pretrained(tmp_path / "converted").eval()
     assert isinstance(converted, BiphasicEncoderForPreTraining)

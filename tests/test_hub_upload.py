@@ -15,26 +15,12 @@ import transformers.trainer
 from huggingface_hub import ModelCard
 from transformers import Trainer, TrainingArguments
 
-from hf_encoders import BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclForPreTraining
 from hf_encoders.training.arguments import PretrainArguments
+from hf_encoders.training.callbacks import CompleteUploadCallback
 from hf_encoders.training.cards import write_model_card
-from hf_encoders.training.hub import CompleteUploadCallback
 from hf_encoders.training.recipes import get_recipe
-from tests.test_remote_code import model_folder_files, run_in_fresh_process
-from tests.tiny_models import (
-    MASK_TOKEN_ID,
-    sample_batch,
-    tiny_biphasic_config,
-    tiny_mae_lm_config,
-    tiny_tacl_config,
-    tiny_tokenizer,
-)
-
-FAMILIES = {
-    "mae-lm": (lambda: MaeLmForMaskedLM(tiny_mae_lm_config()), "AutoModelForMaskedLM"),
-    "biphasic": (lambda: BiphasicEncoderForPreTraining(tiny_biphasic_config()), "AutoModelForPreTraining"),
-    "tacl": (lambda: TaclForPreTraining(tiny_tacl_config()), "AutoModelForPreTraining"),
-}
+from tests.helpers import auto_map_classes, model_folder_files, run_in_fresh_process
+from tests.tiny_models import MASK_TOKEN_ID, TINY_CONFIGS, sample_batch, tiny_tokenizer
 
 
 class LocalHub:
@@ -73,13 +59,15 @@ def training_examples(method: str) -> list[dict]:
     return examples
 
 
-@pytest.mark.parametrize("method", sorted(FAMILIES))
+@pytest.mark.parametrize("method", sorted(TINY_CONFIGS))
 def test_a_mid_training_push_uploads_a_complete_loadable_checkpoint(method, tmp_path, monkeypatch):
-    build, auto_class = FAMILIES[method]
+    """Each family's pre-training model (its AutoModelForPreTraining class) as `hf-encoders pretrain` pushes it."""
+    config = TINY_CONFIGS[method]()
+    auto_class, model_class = next(pair for pair in auto_map_classes(config) if pair[0] == "AutoModelForPreTraining")
     hub = LocalHub(tmp_path / "hub")
     monkeypatch.setattr(transformers.trainer, "hf_api", lambda: hub)
     torch.manual_seed(0)
-    model = build()
+    model = model_class(config)
     write_card = partial(
         write_model_card, recipe=get_recipe(method), args=PretrainArguments(method=method), model_id="someone/tiny"
     )
@@ -107,7 +95,8 @@ def test_a_mid_training_push_uploads_a_complete_loadable_checkpoint(method, tmp_
     assert not any(name.endswith((".bin", ".pt", ".pth")) and name != "training_args.bin" for name in uploaded)
     card = ModelCard.load(hub.root / "README.md")
     assert card.data.library_name == "transformers" and {"hf-encoders", method} <= set(card.data.tags)
-    assert card.data.pipeline_tag == "fill-mask" and "someone/tiny" in card.text and "optimizer steps: 1" in card.text
+    assert card.data.pipeline_tag == get_recipe(method).pipeline_tag  # TaCL's training state runs in no pipeline
+    assert "someone/tiny" in card.text and "optimizer steps: 1" in card.text
 
     model.eval()
     batch = sample_batch()

@@ -78,14 +78,42 @@ def test_encoder_sees_only_kept_tokens_at_their_original_positions():
 
 
 def test_relative_bias_uses_the_aligned_positions():
-    """Dropping a token changes the kept tokens' distances only if positions are NOT aligned."""
+    """The bias comes from the distances between the positions given (a compacted input keeps its original ones),
+    not between slots: against the table looked up by hand, and through the encoder with the absolute position
+    embeddings zeroed (otherwise they alone would tell the positions apart), where only those distances may count."""
     torch.manual_seed(0)
-    encoder = MaeLmModel(tiny_mae_lm_config()).eval()
-    ids = torch.tensor([[5, 6, 7, 8]])
+    config = tiny_mae_lm_config()
+    encoder = MaeLmModel(config).eval()
     with torch.no_grad():
-        aligned = encoder(ids, position_ids=torch.tensor([[0, 2, 3, 5]])).last_hidden_state
-        consecutive = encoder(ids).last_hidden_state
-    assert not torch.allclose(aligned, consecutive)
+        encoder.relative_attention_bias.weight.normal_()  # far from the small initial values: every bucket differs
+        encoder.embeddings.position_embeddings.weight.zero_()
+    gapped = [0, 2, 3, 7, 30]  # distances 1 to 30, some past relative_attention_max_distance
+    buckets = torch.tensor(
+        [
+            [
+                reference_bucket(
+                    key - query, config.relative_attention_num_buckets, config.relative_attention_max_distance
+                )
+                for key in gapped
+            ]
+            for query in gapped
+        ]
+    )
+    expected = encoder.relative_attention_bias.weight[buckets].permute(2, 0, 1)[None]  # (1, heads, query, key)
+    torch.testing.assert_close(encoder.attention_bias(torch.tensor([gapped]), None, torch.float32), expected)
+
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    with torch.no_grad():
+        states = {
+            name: encoder(ids, position_ids=torch.tensor([positions])).last_hidden_state
+            for name, positions in (
+                ("gapped", gapped),
+                ("shifted", [p + 10 for p in gapped]),
+                ("slots", [0, 1, 2, 3, 4]),
+            )
+        }
+    torch.testing.assert_close(states["shifted"], states["gapped"])  # the same distances: the same output
+    assert not torch.allclose(states["slots"], states["gapped"])  # other distances: another output
 
 
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
@@ -214,7 +242,8 @@ def test_eager_and_sdpa_agree_with_padding():
 def test_decoder_has_no_dropout_and_encoder_shares_one_bias():
     model = MaeLmForMaskedLM(tiny_mae_lm_config())
     assert all(m.p == 0 for m in model.decoder.modules() if isinstance(m, nn.Dropout))
-    assert all(m.dropout == 0 for m in model.decoder.modules() if hasattr(m, "scaling"))
+    attentions = [m for m in model.decoder.modules() if hasattr(m, "scaling")]
+    assert attentions and all(m.dropout == 0 for m in attentions)
     biases = [name for name, _ in model.named_parameters() if "relative_attention_bias" in name]
     assert biases == ["mae_lm.relative_attention_bias.weight"]
 
@@ -341,8 +370,14 @@ def test_fill_mask_pipeline_returns_predictions(tokenizer):
             vocab_size=len(tokenizer), mask_token_id=tokenizer.mask_token_id, pad_token_id=tokenizer.pad_token_id
         )
     ).eval()
-    predictions = pipeline("fill-mask", model=model, tokenizer=tokenizer, top_k=3)(
-        "the encoder reads the [MASK] tokens"
-    )
+    text = "the encoder reads the [MASK] tokens"
+    predictions = pipeline("fill-mask", model=model, tokenizer=tokenizer, top_k=3)(text)
     assert len(predictions) == 3 and all(isinstance(p["token_str"], str) and 0 <= p["score"] <= 1 for p in predictions)
     assert predictions[0]["score"] >= predictions[1]["score"] >= predictions[2]["score"]
+    # What the pipeline reports is the model's own distribution at [MASK] (the ordering above is the pipeline's).
+    inputs = tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**inputs).logits[inputs["input_ids"] == tokenizer.mask_token_id][0]
+    probabilities, ids = logits.softmax(-1).topk(3)
+    assert [p["token"] for p in predictions] == ids.tolist()
+    assert [p["score"] for p in predictions] == pytest.approx(probabilities.tolist())

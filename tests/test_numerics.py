@@ -15,60 +15,30 @@ import pytest
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
-from hf_encoders import BiphasicEncoderForPreTraining, MaeLmForMaskedLM, NonFiniteLossCallback, TaclForPreTraining
+from hf_encoders import MaeLmForMaskedLM, NonFiniteLossCallback
 from hf_encoders.models.tacl.modeling_tacl import token_contrastive_loss
-from hf_encoders.training.numerics import NonFiniteLossError
-from tests.tiny_models import MASK_TOKEN_ID, VOCAB_SIZE, tiny_biphasic_config, tiny_mae_lm_config, tiny_tacl_config
+from hf_encoders.training.callbacks import NonFiniteLossError
+from tests.tiny_models import (
+    PRETRAINING_METHODS,
+    CountingExamples,
+    counting_batch,
+    tiny_mae_lm_config,
+    tiny_pretraining_model,
+)
 
 STEPS = 200
 LEARNING_RATE = 1e-3
-METHODS = ("mae_lm", "tacl", "biphasic-clm", "biphasic-mlm")
 LOW_PRECISION = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def build(method: str):
-    torch.manual_seed(0)
-    if method == "mae_lm":
-        return MaeLmForMaskedLM(tiny_mae_lm_config())
-    if method == "tacl":
-        return TaclForPreTraining(tiny_tacl_config(temperature=0.01))
-    return BiphasicEncoderForPreTraining(tiny_biphasic_config(objective=method.split("-")[1]))
-
-
-def training_batch(method: str, generator: torch.Generator, batch_size: int = 8, length: int = 16) -> dict:
-    """What the method's collator would give: rows counting up from a random token, right-padded to random
-    lengths (at least half), 30% of the real tokens masked and labelled (MLM methods) or next-token labels (CLM)."""
-    start = torch.randint(0, VOCAB_SIZE - 5, (batch_size, 1), generator=generator)
-    ids = 5 + (start + torch.arange(length)) % (VOCAB_SIZE - 5)
-    lengths = torch.randint(length // 2, length + 1, (batch_size,), generator=generator)
-    lengths[0] = length
-    attention_mask = (torch.arange(length) < lengths[:, None]).long()
-    ids = ids.masked_fill(attention_mask == 0, 0)
-    if method == "biphasic-clm":
-        labels = torch.full_like(ids, -100)
-        labels[:, :-1] = ids[:, 1:].masked_fill(attention_mask[:, 1:] == 0, -100)
-        return {"input_ids": ids, "attention_mask": attention_mask, "labels": labels}
-    chosen = (torch.rand(ids.shape, generator=generator) < 0.3) & attention_mask.bool()
-    chosen[:, 1] = True  # every row has a target
-    batch = {
-        "input_ids": ids.masked_fill(chosen, MASK_TOKEN_ID),
-        "attention_mask": attention_mask,
-        "labels": ids.masked_fill(~chosen, -100),
-    }
-    if method == "tacl":
-        batch["token_type_ids"] = (torch.arange(length) >= lengths[:, None] // 2).long() * attention_mask
-        batch["next_sentence_label"] = torch.randint(0, 2, (batch_size,), generator=generator)
-    return batch
-
-
 @functools.cache
 def train(method: str, dtype: torch.dtype) -> SimpleNamespace:
     """STEPS AdamW steps at lr 1e-3 with gradient clipping at 1.0 (Trainer's default) under autocast (fp32: none).
     Returns the losses, the pre-clipping gradient norms and the dtypes the model's linear layers produced."""
-    model = build(method).train()
+    model = tiny_pretraining_model(method).train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=LEARNING_RATE)
     linear_dtypes = set()
     for module in model.modules():
@@ -77,7 +47,7 @@ def train(method: str, dtype: torch.dtype) -> SimpleNamespace:
     generator = torch.Generator().manual_seed(1)
     losses, norms = [], []
     for _ in range(STEPS):
-        batch = training_batch(method, generator)
+        batch = counting_batch(method, generator)
         with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
             loss = model(**batch).loss
         loss.backward()
@@ -95,7 +65,7 @@ def train(method: str, dtype: torch.dtype) -> SimpleNamespace:
 
 
 @pytest.mark.parametrize("precision", sorted(LOW_PRECISION))
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", PRETRAINING_METHODS)
 def test_low_precision_training_stays_finite_and_tracks_fp32(method, precision):
     run = train(method, LOW_PRECISION[precision])
     assert run.linear_dtypes == {LOW_PRECISION[precision]}, (
@@ -175,19 +145,6 @@ class PoisonedMaeLm(MaeLmForMaskedLM):
         return output
 
 
-class Examples(torch.utils.data.Dataset):
-    def __init__(self, method="mae_lm", size=64):
-        generator = torch.Generator().manual_seed(0)
-        batch = training_batch(method, generator, batch_size=size)
-        self.rows = [{key: value[i] for key, value in batch.items()} for i in range(size)]
-
-    def __len__(self):
-        return len(self.rows)
-
-    def __getitem__(self, index):
-        return self.rows[index]
-
-
 def trainer_for(model, output_dir, callbacks, **overrides):
     settings = dict(
         output_dir=str(output_dir),
@@ -203,13 +160,13 @@ def trainer_for(model, output_dir, callbacks, **overrides):
         seed=0,
     )
     args = TrainingArguments(**{**settings, **overrides})
-    return Trainer(model=model, args=args, train_dataset=Examples(), callbacks=callbacks)
+    return Trainer(model=model, args=args, train_dataset=CountingExamples(), callbacks=callbacks)
 
 
 def test_trainer_bf16_on_cpu_autocasts_and_stays_finite(tmp_path):
     dtypes = LinearDtypes()
     trainer = trainer_for(
-        build("mae_lm"),
+        tiny_pretraining_model("mae_lm"),
         tmp_path,
         [dtypes, NonFiniteLossCallback()],
         bf16=True,

@@ -3,93 +3,19 @@ never imports hf_encoders (trust_remote_code=True, offline, cwd outside the repo
 trust_remote_code once hf_encoders is imported."""
 
 import json
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 import torch
 import transformers
-from safetensors.torch import load_file, save_file
 
-from tests.tiny_models import TINY_CONFIGS, sample_batch
-
-# Loads every (auto class, checkpoint) pair, runs the shared batch, and writes outputs for the parent to compare.
-FRESH_PROCESS_SCRIPT = textwrap.dedent(
-    """
-    import json, sys
-    import torch, transformers
-    from safetensors.torch import load_file, save_file
-
-    jobs = json.load(open(sys.argv[1]))
-    batch = load_file(sys.argv[2])
-    results = {}
-    for index, (auto_class, path) in enumerate(jobs):
-        model = getattr(transformers, auto_class).from_pretrained(path, trust_remote_code=True).eval()
-        with torch.no_grad():
-            output = model(**batch)
-        first = output.logits if getattr(output, "logits", None) is not None else output.to_tuple()[0]
-        results[f"{index}"] = first.contiguous()
-        results[f"{index}.auto_map"] = torch.tensor([len(model.config.auto_map)])
-    assert "hf_encoders" not in sys.modules, "the fresh process imported hf_encoders"
-    save_file(results, sys.argv[3])
-    """
-)
+from tests.helpers import auto_map_classes, first_output, fresh_interpreter, model_folder_files, run_in_fresh_process
+from tests.tiny_models import TINY_CONFIGS, sample_batch, tiny_biphasic_config, tiny_tacl_config
 
 
 def family_classes(model_type):
-    """(auto class name, our class) for every entry of the family's auto_map."""
+    """The family's tiny config, and (auto class name, our class) for every entry of its auto_map."""
     config = TINY_CONFIGS[model_type]()
-    import hf_encoders
-
-    pairs = []
-    for auto_class, reference in type(config).default_auto_map.items():
-        if auto_class != "AutoConfig":
-            pairs.append((auto_class, getattr(hf_encoders, reference.split(".")[-1])))
-    return config, pairs
-
-
-def fresh_interpreter(script: str, arguments: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
-    """Run `script` in a new interpreter that cannot import hf_encoders: offline, cwd outside the repository,
-    no PYTHONPATH, its own dynamic-modules cache."""
-    (tmp_path / "fresh.py").write_text(script)
-    outside = tmp_path / "elsewhere"
-    outside.mkdir(exist_ok=True)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules"), "PYTHONPATH": ""}
-    return subprocess.run(
-        [sys.executable, str(tmp_path / "fresh.py"), *arguments],
-        cwd=outside,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
-def run_in_fresh_process(jobs: list[tuple[str, str]], batch: dict, tmp_path: Path) -> dict[str, torch.Tensor]:
-    """Load each (auto class, folder) job with trust_remote_code in a fresh interpreter (see `fresh_interpreter`)
-    and return its outputs on `batch`."""
-    save_file(batch, tmp_path / "batch.safetensors")
-    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
-    completed = fresh_interpreter(
-        FRESH_PROCESS_SCRIPT,
-        [str(tmp_path / "jobs.json"), str(tmp_path / "batch.safetensors"), str(tmp_path / "out.safetensors")],
-        tmp_path,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return load_file(tmp_path / "out.safetensors")
-
-
-def model_folder_files(model_class):
-    """The code a checkpoint must carry: exactly the files of the family's model folder."""
-    folder = Path(sys.modules[model_class.__module__].__file__).parent
-    return {p.name for p in folder.glob("*.py")} - {"__init__.py"}
-
-
-def first_output(output):
-    return output.logits if getattr(output, "logits", None) is not None else output.to_tuple()[0]
+    return config, auto_map_classes(config)
 
 
 @pytest.mark.parametrize("model_type", sorted(TINY_CONFIGS))
@@ -134,7 +60,6 @@ def test_tacl_around_a_biphasic_student_names_what_to_install_and_its_export_loa
     hf_encoders is installed: a fresh process is told so (not transformers' list of every model type). The
     exported student carries its own code and loads anywhere."""
     import hf_encoders
-    from tests.tiny_models import tiny_biphasic_config, tiny_tacl_config
 
     torch.manual_seed(0)
     model = hf_encoders.TaclForPreTraining(tiny_tacl_config(tiny_biphasic_config())).eval()

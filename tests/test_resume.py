@@ -3,12 +3,13 @@ phase included; a checkpoint left half-written by the kill is never resumed from
 
 import pytest
 import torch
-from transformers import BertConfig, BertForPreTraining, TrainerCallback, TrainingArguments
+from transformers import TrainerCallback, TrainingArguments
 
-from hf_encoders.data import embedded_documents, train_wordpiece_tokenizer
+from hf_encoders.families import FAMILIES
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.pretrain import build_trainer
 from hf_encoders.training.resume import last_complete_checkpoint, resolve_resume
+from tests.tiny_models import save_tiny_bert, tiny_tokenizer
 
 MAX_STEPS, SAVE_STEPS, KILLED_AT = 6, 2, 5
 
@@ -27,20 +28,13 @@ class KillAt(TrainerCallback):
 @pytest.fixture(scope="module")
 def bert_init(tmp_path_factory):
     """A tiny BERT with NSP head and its tokenizer: what TaCL continues from, and the other runs' tokenizer."""
-    folder = tmp_path_factory.mktemp("bert")
-    tokenizer = train_wordpiece_tokenizer(embedded_documents()[:40], vocab_size=300)
-    config = BertConfig(
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64
-    )
-    BertForPreTraining(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
+    return save_tiny_bert(tmp_path_factory.mktemp("bert"))
 
 
 def method_arguments(method: str, bert_init: str, **overrides) -> PretrainArguments:
     # One tokenizer for both runs: training one on the spot is not reproducible (see build_trainer).
     extra = (
-        {"init": bert_init}
+        {"model_name_or_path": bert_init}
         if method == "tacl"
         else {"config_overrides": "num_hidden_layers=1", "tokenizer_name": bert_init}
     )
@@ -69,7 +63,7 @@ def logged(trainer, key="loss") -> dict[int, float]:
     return {entry["step"]: entry[key] for entry in trainer.state.log_history if key in entry}
 
 
-@pytest.mark.parametrize("method", ["mlm", "mae-lm", "tacl", "biphasic"])
+@pytest.mark.parametrize("method", list(FAMILIES))
 def test_a_killed_run_resumes_exactly(method, bert_init, tmp_path):
     args = method_arguments(method, bert_init)
     uninterrupted = build_trainer(args, training_arguments(tmp_path / "a"))
@@ -114,10 +108,8 @@ def test_partial_checkpoints_are_skipped_and_named(tmp_path):
 @pytest.mark.parametrize("collator_name", ["DataCollatorForMaeLm", "DataCollatorForTaCL", "DataCollatorForBiphasic"])
 def test_seeded_masks_depend_on_seed_epoch_and_batch_only(collator_name):
     import hf_encoders
-    from tests.tiny_models import tiny_tokenizer
 
-    tokenizer = tiny_tokenizer()
-    tokenizer.eos_token = tokenizer.sep_token
+    tokenizer = tiny_tokenizer(eos_token="[SEP]")  # the biphasic collator ends documents with EOS
     collator = getattr(hf_encoders, collator_name)(tokenizer, seed=7, mlm_probability=0.5)
     examples = [{"input_ids": list(range(5, 37))}, {"input_ids": list(range(20, 52))}]
 

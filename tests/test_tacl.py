@@ -2,9 +2,6 @@
 the plain student checkpoint, exact Trainer resumption and the logged loss terms."""
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -21,11 +18,11 @@ from transformers import (
     default_data_collator,
 )
 
-from hf_encoders import DataCollatorForTaCL, TaclForPreTraining
-from hf_encoders.data import documents_to_sentences, embedded_documents, train_wordpiece_tokenizer
+from hf_encoders import DataCollatorForTaCL, TaclForPreTraining, TaclLossLoggingCallback
+from hf_encoders.data import documents_to_sentences, embedded_documents
 from hf_encoders.data.sentence_pairs import build_sentence_pairs
 from hf_encoders.models.tacl import token_contrastive_loss
-from hf_encoders.training.recipes.tacl import TaclLossLoggingCallback
+from tests.helpers import fresh_interpreter
 from tests.tiny_models import MASK_TOKEN_ID, TINY_CONFIGS, VOCAB_SIZE, tiny_mae_lm_config, tiny_tacl_config
 
 TINY = dict(vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
@@ -237,21 +234,16 @@ def test_reloaded_teacher_stays_frozen_and_loading_is_strict(tiny_model, tmp_pat
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    return train_wordpiece_tokenizer(embedded_documents()[:40], vocab_size=300)
+def pairs(wordpiece_tokenizer):
+    return build_sentence_pairs(documents_to_sentences(embedded_documents()[:20]), wordpiece_tokenizer, max_length=32)
 
 
 @pytest.fixture(scope="module")
-def pairs(tokenizer):
-    return build_sentence_pairs(documents_to_sentences(embedded_documents()[:20]), tokenizer, max_length=32)
-
-
-@pytest.fixture(scope="module")
-def masked_pairs(tokenizer, pairs):
+def masked_pairs(wordpiece_tokenizer, pairs):
     """The pairs masked once (32 tokens each). Trainer restores the RNG only after fetching the first batches of
     a resumed run, so dynamic masking would differ on that step whatever the model does; fixed masks isolate
     what resumption owes to the model: student, teacher, optimizer, scheduler and the dropout RNG."""
-    batch = DataCollatorForTaCL(tokenizer, pad_to_multiple_of=32, seed=0)(pairs.to_list())
+    batch = DataCollatorForTaCL(wordpiece_tokenizer, pad_to_multiple_of=32, seed=0)(pairs.to_list())
     return Dataset.from_dict({key: value.tolist() for key, value in batch.items()})
 
 
@@ -286,8 +278,10 @@ def train_tiny(tokenizer, pairs, output_dir, resume_from_checkpoint=None, **over
     return trainer, initial
 
 
-def test_trainer_keeps_the_teacher_frozen_logs_each_term_and_resumes_exactly(tokenizer, masked_pairs, tmp_path):
-    trainer, initial = train_tiny(tokenizer, masked_pairs, tmp_path / "run")
+def test_trainer_keeps_the_teacher_frozen_logs_each_term_and_resumes_exactly(
+    wordpiece_tokenizer, masked_pairs, tmp_path
+):
+    trainer, initial = train_tiny(wordpiece_tokenizer, masked_pairs, tmp_path / "run")
     model = trainer.model
     for name, parameter in model.teacher.named_parameters():
         assert (
@@ -309,7 +303,10 @@ def test_trainer_keeps_the_teacher_frozen_logs_each_term_and_resumes_exactly(tok
     assert "tacl_loss" in saved["log_history"][0]
 
     resumed, _ = train_tiny(
-        tokenizer, masked_pairs, tmp_path / "run", resume_from_checkpoint=str(tmp_path / "run" / "checkpoint-2")
+        wordpiece_tokenizer,
+        masked_pairs,
+        tmp_path / "run",
+        resume_from_checkpoint=str(tmp_path / "run" / "checkpoint-2"),
     )
     assert not any(p.requires_grad for p in resumed.model.teacher.parameters())
     final, again = model.state_dict(), resumed.model.state_dict()
@@ -327,10 +324,11 @@ FRESH_PROCESS_SCRIPT = textwrap.dedent(
     batch, results = load_file(sys.argv[1]), {}
     with torch.no_grad():
         for path in sys.argv[3:]:
+            name = path.rsplit("/", 1)[-1]
             for auto_class in ("AutoModelForSequenceClassification", "AutoModelForQuestionAnswering", "AutoModelForMaskedLM"):
                 model = getattr(transformers, auto_class).from_pretrained(path).eval()
-                results[f"{path}:{auto_class}"] = model.base_model(**batch).last_hidden_state
-            results[f"{path}:mlm_logits"] = model(**batch).logits
+                results[f"{name}:{auto_class}"] = model.base_model(**batch).last_hidden_state
+            results[f"{name}:mlm_logits"] = model(**batch).logits
             transformers.AutoTokenizer.from_pretrained(path)
     assert "hf_encoders" not in sys.modules
     save_file(results, sys.argv[2])
@@ -338,29 +336,22 @@ FRESH_PROCESS_SCRIPT = textwrap.dedent(
 )
 
 
-def test_save_student_writes_plain_checkpoints_for_the_stock_scripts(tokenizer, tmp_path):
+def test_save_student_writes_plain_checkpoints_for_the_stock_scripts(wordpiece_tokenizer, tmp_path):
     _, batch = masked_batch()
     batch = {key: batch[key] for key in ("input_ids", "attention_mask")}
     expected = {}
     for student_type in ("bert", "roberta"):
         torch.manual_seed(0)
         model = TaclForPreTraining(tiny_tacl_config(STUDENT_CONFIGS[student_type]())).eval()
-        model.save_student(tmp_path / student_type, tokenizer=tokenizer)
+        model.save_student(tmp_path / student_type, tokenizer=wordpiece_tokenizer)
         config = json.loads((tmp_path / student_type / "config.json").read_text())
         assert config["model_type"] == student_type and "auto_map" not in config
         assert not list((tmp_path / student_type).glob("*.py"))
         with torch.no_grad():
             expected[student_type] = model(**batch)
     save_file(batch, tmp_path / "batch.safetensors")
-    (tmp_path / "fresh.py").write_text(FRESH_PROCESS_SCRIPT)
-    completed = subprocess.run(
-        [sys.executable, "fresh.py", "batch.safetensors", "out.safetensors", "bert", "roberta"],
-        cwd=tmp_path,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    arguments = [str(tmp_path / name) for name in ("batch.safetensors", "out.safetensors", *expected)]
+    completed = fresh_interpreter(FRESH_PROCESS_SCRIPT, arguments, tmp_path)
     assert completed.returncode == 0, completed.stderr[-3000:]
     results = load_file(tmp_path / "out.safetensors")
     for student_type, out in expected.items():

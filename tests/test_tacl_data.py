@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from hf_encoders import DataCollatorForTaCL
-from hf_encoders.data import CorpusError, documents_to_sentences, embedded_documents, train_wordpiece_tokenizer
+from hf_encoders.data import CorpusError, documents_to_sentences, embedded_documents
 from hf_encoders.data.sentence_pairs import build_sentence_pairs, sample_pairs
 
 
@@ -56,31 +56,30 @@ def test_pairs_need_two_documents():
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    return train_wordpiece_tokenizer(embedded_documents()[:40], vocab_size=300)
+def pairs(wordpiece_tokenizer):
+    return build_sentence_pairs(documents_to_sentences(embedded_documents()[:20]), wordpiece_tokenizer, max_length=48)
 
 
-@pytest.fixture(scope="module")
-def pairs(tokenizer):
-    return build_sentence_pairs(documents_to_sentences(embedded_documents()[:20]), tokenizer, max_length=48)
-
-
-def test_built_pairs_are_bert_inputs(tokenizer, pairs):
+def test_built_pairs_are_bert_inputs(wordpiece_tokenizer, pairs):
     assert set(pairs.column_names) >= {"input_ids", "token_type_ids", "attention_mask", "next_sentence_label"}
     for row in pairs.select(range(50)):
         ids, types = row["input_ids"], row["token_type_ids"]
-        assert len(ids) <= 48 and ids[0] == tokenizer.cls_token_id and ids[-1] == tokenizer.sep_token_id
-        first_sep = ids.index(tokenizer.sep_token_id)
+        assert (
+            len(ids) <= 48
+            and ids[0] == wordpiece_tokenizer.cls_token_id
+            and ids[-1] == wordpiece_tokenizer.sep_token_id
+        )
+        first_sep = ids.index(wordpiece_tokenizer.sep_token_id)
         assert 0 < first_sep < len(ids) - 2, "both segments are non-empty"
         assert types == [0] * (first_sep + 1) + [1] * (len(ids) - first_sep - 1)
     assert set(pairs["next_sentence_label"]) == {0, 1}
-    again = build_sentence_pairs(documents_to_sentences(embedded_documents()[:20]), tokenizer, max_length=48)
+    again = build_sentence_pairs(documents_to_sentences(embedded_documents()[:20]), wordpiece_tokenizer, max_length=48)
     assert again["input_ids"] == pairs["input_ids"], "the same seed builds the same pairs"
 
 
-def test_collator_masks_80_10_10_and_passes_pairs_through(tokenizer, pairs):
+def test_collator_masks_80_10_10_and_passes_pairs_through(wordpiece_tokenizer, pairs):
     examples = pairs.to_list()
-    batch = DataCollatorForTaCL(tokenizer, seed=0)(examples)
+    batch = DataCollatorForTaCL(wordpiece_tokenizer, seed=0)(examples)
     assert torch.equal(batch["next_sentence_label"], torch.tensor(pairs["next_sentence_label"]))
     width = batch["input_ids"].shape[1]
     expected_types = [row["token_type_ids"] + [0] * (width - len(row["token_type_ids"])) for row in examples]
@@ -90,21 +89,21 @@ def test_collator_masks_80_10_10_and_passes_pairs_through(tokenizer, pairs):
         [row["special_tokens_mask"] + [1] * (width - len(row["special_tokens_mask"])) for row in examples]
     )
     clean = torch.tensor(
-        [row["input_ids"] + [tokenizer.pad_token_id] * (width - len(row["input_ids"])) for row in examples]
+        [row["input_ids"] + [wordpiece_tokenizer.pad_token_id] * (width - len(row["input_ids"])) for row in examples]
     )
     anchors = batch["labels"] != -100
     assert not (anchors & special.bool()).any(), "special tokens and padding are never selected"
     assert torch.equal(batch["labels"][anchors], clean[anchors])
     assert 0.13 < anchors.sum() / (special == 0).sum() < 0.17
     replaced = batch["input_ids"][anchors]
-    as_mask = (replaced == tokenizer.mask_token_id).float().mean()
+    as_mask = (replaced == wordpiece_tokenizer.mask_token_id).float().mean()
     unchanged = (replaced == clean[anchors]).float().mean()
     assert 0.77 < as_mask < 0.83 and 0.08 < unchanged < 0.14  # unchanged: the 10% kept plus random hits on itself
     assert torch.equal(batch["input_ids"][~anchors], clean[~anchors])
 
 
-def test_collator_without_nsp_labels_and_its_errors(tokenizer, pairs):
+def test_collator_without_nsp_labels_and_its_errors(wordpiece_tokenizer, pairs):
     examples = [{"input_ids": row["input_ids"]} for row in pairs.select(range(4))]
-    assert "next_sentence_label" not in DataCollatorForTaCL(tokenizer)(examples)
+    assert "next_sentence_label" not in DataCollatorForTaCL(wordpiece_tokenizer)(examples)
     with pytest.raises(ValueError, match="mlm=False"):
-        DataCollatorForTaCL(tokenizer, mlm=False)
+        DataCollatorForTaCL(wordpiece_tokenizer, mlm=False)

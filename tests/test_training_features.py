@@ -51,14 +51,25 @@ def test_activation_checkpointing_gives_the_same_gradients(family):
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_eager_and_sdpa_train_alike(family):
+def test_eager_and_sdpa_train_alike(family, monkeypatch):
     torch.manual_seed(0)
     model = FAMILIES[family]().train()
     batch = training_batch(family)
+    sdpa_calls = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def counted_sdpa(*args, **kwargs):
+        sdpa_calls.append(1)
+        return sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counted_sdpa)
     losses = {}
     for implementation in ("eager", "sdpa"):
         model.set_attn_implementation(implementation)
+        sdpa_calls.clear()
         losses[implementation] = model(**batch).loss
+        # The switch reached every attention layer: else one kernel computed both losses and they agree regardless.
+        assert bool(sdpa_calls) == (implementation == "sdpa"), f"{implementation}: {len(sdpa_calls)} sdpa calls"
     torch.testing.assert_close(losses["eager"], losses["sdpa"])
 
 

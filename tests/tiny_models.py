@@ -1,10 +1,11 @@
-"""Tiny configurations of every model family, shared by the tests. Add a family here and the remote-code
-round trip covers all of its classes."""
+"""Tiny configurations of every model family, and the tiny tokenizers, models and data built on them, shared by the
+tests. Add a family here and the remote-code round trip covers all of its classes."""
 
 import torch
 from transformers import BertConfig
 
 from hf_encoders import BiphasicConfig, MaeLmConfig, TaclConfig
+from tests.helpers import auto_map_classes
 
 VOCAB_SIZE = 64
 MASK_TOKEN_ID = 4
@@ -77,28 +78,168 @@ def sample_batch(seed: int = 0, batch_size: int = 2, length: int = 12) -> dict[s
     return {"input_ids": input_ids, "attention_mask": attention_mask}
 
 
-def tiny_tokenizer():
-    """A fast tokenizer over the tiny models' ids: [PAD] [UNK] [CLS] [SEP] [MASK] w5 ... w63 (whitespace words)."""
-    from tokenizers import Tokenizer
+# Each style's special tokens in id order (0-4): the tiny configs' pad 0 and mask 4 in both; for the Llama style
+# also tiny_biphasic_config's BOS 1 and EOS 2.
+SPECIAL_TOKENS = {
+    "bert": {
+        "pad_token": "[PAD]",
+        "unk_token": "[UNK]",
+        "cls_token": "[CLS]",
+        "sep_token": "[SEP]",
+        "mask_token": "[MASK]",
+    },
+    "llama": {
+        "pad_token": "<pad>",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "unk_token": "<unk>",
+        "mask_token": "<mask>",
+    },
+}
+
+
+def tiny_tokenizer(style: str = "bert", words=None, cls_sep_template: bool = False, **roles):
+    """A fast word-level tokenizer over the tiny models' ids: the style's special tokens take ids 0-4
+    (bert: [PAD] [UNK] [CLS] [SEP] [MASK]; llama: <pad> <s> </s> <unk> <mask>), then one id per word of `words`
+    (default w5 ... w63), split at whitespace.
+
+    `roles` give a role another token or none (`pad_token="</s>"`, `mask_token=None`) without moving any id: a token
+    left without a role stays in the vocabulary as a plain word. `cls_sep_template` wraps a single text as
+    [CLS] text [SEP], as BERT's tokenizer does."""
+    from tokenizers import Tokenizer, processors
     from tokenizers.models import WordLevel
     from tokenizers.pre_tokenizers import WhitespaceSplit
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {
-        "[PAD]": 0,
-        "[UNK]": 1,
-        "[CLS]": 2,
-        "[SEP]": 3,
-        "[MASK]": MASK_TOKEN_ID,
-        **{f"w{i}": i for i in range(5, VOCAB_SIZE)},
-    }
-    backend = Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
+    specials = SPECIAL_TOKENS[style]
+    words = [f"w{i}" for i in range(len(specials), VOCAB_SIZE)] if words is None else list(words)
+    vocab = {token: index for index, token in enumerate([*specials.values(), *words])}
+    assert len(vocab) == len(specials) + len(words) <= VOCAB_SIZE, "words must be distinct and fit the tiny vocabulary"
+    backend = Tokenizer(WordLevel(vocab, unk_token=specials["unk_token"]))
     backend.pre_tokenizer = WhitespaceSplit()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        pad_token="[PAD]",
-        unk_token="[UNK]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
+    if cls_sep_template:
+        cls, sep = specials["cls_token"], specials["sep_token"]
+        backend.post_processor = processors.TemplateProcessing(
+            single=f"{cls} $A {sep}", special_tokens=[(cls, vocab[cls]), (sep, vocab[sep])]
+        )
+    return PreTrainedTokenizerFast(tokenizer_object=backend, **{**specials, **roles})
+
+
+# tiny_biphasic_config's shape for the Llama family's configs (Llama, Qwen2, Mistral, EuroBERT): grouped-query
+# attention, pad 0, BOS 1, EOS 2.
+LLAMA_SHAPE = dict(
+    vocab_size=VOCAB_SIZE,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+    rms_norm_eps=1e-5,
+    pad_token_id=0,
+    bos_token_id=1,
+    eos_token_id=2,
+)
+
+
+def tiny_llama(**overrides):
+    """A seeded random Llama causal LM of LLAMA_SHAPE, in eval mode: what the conversion tests convert."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    return LlamaForCausalLM(LlamaConfig(**{**LLAMA_SHAPE, **overrides})).eval()
+
+
+def corpus_tokenizer(vocab_size: int = 300):
+    """A WordPiece tokenizer trained on the embedded corpus's first 40 documents (BERT's special ids 0-4)."""
+    from hf_encoders.data import embedded_documents, train_wordpiece_tokenizer
+
+    return train_wordpiece_tokenizer(embedded_documents()[:40], vocab_size=vocab_size)
+
+
+def save_tiny_bert(folder, model_class=None, **overrides) -> str:
+    """A tiny pretrained-looking BERT checkpoint (BertForPreTraining, so with an NSP head, unless `model_class` says
+    otherwise) saved with its `corpus_tokenizer()`: what TaCL continues from, and other runs' tokenizer."""
+    from transformers import BertForPreTraining
+
+    tokenizer = corpus_tokenizer()
+    settings = dict(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64
     )
+    (model_class or BertForPreTraining)(BertConfig(**{**settings, **overrides})).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+# ---- trainable pre-training models and data ----
+
+# The family-wide tests' variants: each family of TINY_CONFIGS, or one variant per objective where its pre-training
+# model trains several (biphasic's `objective` attribute).
+OBJECTIVES = {"biphasic": ("clm", "mlm")}
+PRETRAINING_METHODS = tuple(
+    f"{name}-{objective}" if objective else name for name in TINY_CONFIGS for objective in OBJECTIVES.get(name, (None,))
+)
+
+
+def pretraining_model(method: str, **overrides):
+    """The pre-training model (its config's AutoModelForPreTraining class) of a method in PRETRAINING_METHODS, set to
+    the method's objective; `overrides` go to the tiny config."""
+    family, _, objective = method.partition("-")
+    config = TINY_CONFIGS[family](**overrides)
+    model = dict(auto_map_classes(config))["AutoModelForPreTraining"](config)
+    if objective:
+        model.objective = objective
+    return model
+
+
+def extra_inputs(method: str, batch_size: int) -> dict:
+    """What a family's pre-training forward needs besides ids, mask and labels (TaCL's BERT student: NSP)."""
+    return {"next_sentence_label": torch.zeros(batch_size, dtype=torch.long)} if method == "tacl" else {}
+
+
+def tiny_pretraining_model(method: str):
+    """The seeded tiny pre-training model of a method in PRETRAINING_METHODS; TaCL at the paper's temperature 0.01."""
+    torch.manual_seed(0)
+    return pretraining_model(method, **({"temperature": 0.01} if method == "tacl" else {}))
+
+
+def counting_batch(method: str, generator: torch.Generator, batch_size: int = 8, length: int = 16) -> dict:
+    """What the method's collator would give on learnable data: rows counting up from a random token, right-padded to
+    random lengths (at least half), 30% of the real tokens masked and labelled (MLM methods) or next-token labels
+    (CLM)."""
+    start = torch.randint(0, VOCAB_SIZE - 5, (batch_size, 1), generator=generator)
+    ids = 5 + (start + torch.arange(length)) % (VOCAB_SIZE - 5)
+    lengths = torch.randint(length // 2, length + 1, (batch_size,), generator=generator)
+    lengths[0] = length
+    attention_mask = (torch.arange(length) < lengths[:, None]).long()
+    ids = ids.masked_fill(attention_mask == 0, 0)
+    if method == "biphasic-clm":
+        labels = torch.full_like(ids, -100)
+        labels[:, :-1] = ids[:, 1:].masked_fill(attention_mask[:, 1:] == 0, -100)
+        return {"input_ids": ids, "attention_mask": attention_mask, "labels": labels}
+    chosen = (torch.rand(ids.shape, generator=generator) < 0.3) & attention_mask.bool()
+    chosen[:, 1] = True  # every row has a target
+    batch = {
+        "input_ids": ids.masked_fill(chosen, MASK_TOKEN_ID),
+        "attention_mask": attention_mask,
+        "labels": ids.masked_fill(~chosen, -100),
+    }
+    if method == "tacl":
+        batch["token_type_ids"] = (torch.arange(length) >= lengths[:, None] // 2).long() * attention_mask
+        batch["next_sentence_label"] = torch.randint(0, 2, (batch_size,), generator=generator)
+    return batch
+
+
+class CountingExamples(torch.utils.data.Dataset):
+    """`size` examples of `counting_batch` (seed 0), one row each: a Trainer's train_dataset."""
+
+    def __init__(self, method="mae_lm", size=64):
+        generator = torch.Generator().manual_seed(0)
+        batch = counting_batch(method, generator, batch_size=size)
+        self.rows = [{key: value[i] for key, value in batch.items()} for i in range(size)]
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, index):
+        return self.rows[index]

@@ -206,8 +206,8 @@ class BiphasicEncoderForPreTraining(BiphasicLanguageModel):
             input_ids, labels = mlm_input_ids, mlm_labels
         is_causal = objective == "clm"
         outputs = self.model(
-            input_ids,
-            attention_mask,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
             position_ids=position_ids,
             inputs_embeds=inputs_embeds,
             is_causal=is_causal,
@@ -235,7 +235,11 @@ class BiphasicEncoderForMaskedLM(BiphasicLanguageModel):
         **kwargs,
     ) -> MaskedLMOutput:
         outputs = self.model(
-            input_ids, attention_mask, position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            **kwargs,
         )
         loss, logits = self.vocabulary_loss(outputs.last_hidden_state, input_ids, labels, False, num_items_in_batch)
         return MaskedLMOutput(

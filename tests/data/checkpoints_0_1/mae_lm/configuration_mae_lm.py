@@ -1,0 +1,98 @@
+"""MAE-LM configuration (Meng et al., ICLR 2024: "Representation Deficiency in Masked Language Modeling").
+
+Field names follow BERT so that every BERT-literate tool reads them; the MAE-LM additions are the shared
+relative position bias, the shallow decoder, and the δ knob of the paper's Fig. 4.
+"""
+
+from transformers import PreTrainedConfig
+
+
+class MaeLmConfig(PreTrainedConfig):
+    r"""
+    Args:
+        relative_attention_num_buckets (`int`, defaults to 32):
+            T5-style bidirectional buckets of the relative position bias shared by all encoder layers
+            (paper, Table 3: base 32, base++ 64, large++ 128).
+        relative_attention_max_distance (`int`, defaults to 128):
+            Distance beyond which all relative positions share a bucket (large++: 256).
+        decoder_num_hidden_layers (`int`, defaults to 4):
+            Depth of the pre-training decoder (1/6-1/3 of the encoder in the paper). Never used in fine-tuning.
+        decoder_hidden_size, decoder_num_attention_heads, decoder_intermediate_size (`int`, optional):
+            Decoder shape; default to the encoder's. A linear projection joins encoder and decoder when
+            the widths differ.
+        mask_in_encoder_fraction (`float`, defaults to 0.0):
+            δ of the paper's Fig. 4: the fraction of [MASK] tokens that stays in the encoder input.
+            0 is MAE-LM, 1 is standard MLM with a decoder.
+    """
+
+    model_type = "mae_lm"
+    # One table, read by hf_encoders' registration and written into every checkpoint's config.json, so
+    # any of these classes loads with `trust_remote_code=True` in a process that never imported us.
+    default_auto_map = {
+        "AutoConfig": "configuration_mae_lm.MaeLmConfig",
+        "AutoModel": "modeling_mae_lm.MaeLmModel",
+        "AutoModelForPreTraining": "modeling_mae_lm.MaeLmForMaskedLM",
+        "AutoModelForMaskedLM": "modeling_mae_lm.MaeLmForMaskedLM",
+        "AutoModelForSequenceClassification": "modeling_mae_lm.MaeLmForSequenceClassification",
+        "AutoModelForTokenClassification": "modeling_mae_lm.MaeLmForTokenClassification",
+        "AutoModelForQuestionAnswering": "modeling_mae_lm.MaeLmForQuestionAnswering",
+    }
+
+    vocab_size: int = 32768
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    layer_norm_eps: float = 1e-5
+    initializer_range: float = 0.02
+    pad_token_id: int | None = 0
+    mask_token_id: int | None = 4
+    relative_attention_num_buckets: int = 32
+    relative_attention_max_distance: int = 128
+    decoder_num_hidden_layers: int = 4
+    decoder_hidden_size: int | None = None
+    decoder_num_attention_heads: int | None = None
+    decoder_intermediate_size: int | None = None
+    mask_in_encoder_fraction: float = 0.0
+    classifier_dropout: float | None = None
+    tie_word_embeddings: bool = True
+
+    def __post_init__(self, **kwargs):
+        self.decoder_hidden_size = self.decoder_hidden_size or self.hidden_size
+        self.decoder_num_attention_heads = self.decoder_num_attention_heads or self.num_attention_heads
+        self.decoder_intermediate_size = self.decoder_intermediate_size or self.intermediate_size
+        super().__post_init__(**kwargs)
+        self.auto_map = {**self.default_auto_map, **(getattr(self, "auto_map", None) or {})}
+        self.validate_architecture()
+
+    def validate_architecture(self):
+        # Plain ValueErrors (not `@strict`'s own error types) so callers catch one documented type.
+        for width, heads, part in (
+            (self.hidden_size, self.num_attention_heads, "hidden_size/num_attention_heads"),
+            (self.decoder_hidden_size, self.decoder_num_attention_heads, "decoder_hidden_size/decoder_num_attention_heads"),
+        ):
+            if width % heads:
+                raise ValueError(f"{part}: {width} is not divisible by {heads} heads; pick a head count that divides it.")
+        if not 0.0 <= self.mask_in_encoder_fraction <= 1.0:
+            raise ValueError(
+                f"mask_in_encoder_fraction (δ) must lie in [0, 1], got {self.mask_in_encoder_fraction}: "
+                "0 is MAE-LM, 1 is standard MLM with a decoder."
+            )
+        if self.relative_attention_num_buckets < 4 or self.relative_attention_num_buckets % 2:
+            raise ValueError(
+                f"relative_attention_num_buckets must be an even number >= 4 (half per direction), "
+                f"got {self.relative_attention_num_buckets}."
+            )
+        exact = self.relative_attention_num_buckets // 4
+        if self.relative_attention_max_distance - 1 <= exact:
+            raise ValueError(
+                f"relative_attention_max_distance ({self.relative_attention_max_distance}) must exceed "
+                f"relative_attention_num_buckets // 4 + 1 ({exact + 1}) so that log-spaced buckets exist."
+            )
+
+
+__all__ = ["MaeLmConfig"]

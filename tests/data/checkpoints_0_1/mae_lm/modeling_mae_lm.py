@@ -1,0 +1,473 @@
+"""MAE-LM: masked language modelling on a masked-autoencoder layout (Meng et al., ICLR 2024).
+
+[MASK] tokens never enter the encoder: `MaeLmForMaskedLM` drops them, runs the encoder on the kept tokens
+(which keep their ORIGINAL position ids), scatters the states back, and lets a shallow bidirectional decoder
+predict the masked tokens from the encoder states plus the [MASK] embedding at the masked positions.
+Fine-tuning uses the encoder alone (`MaeLmModel`), so it never sees a [MASK] it was not trained on.
+
+This folder is flat on purpose: it is copied next to every checkpoint and must import nothing but torch,
+transformers and its siblings (see hf_encoders/registration.py).
+"""
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+from transformers.activations import ACT2FN
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    MaskedLMOutput,
+    SequenceClassifierOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from .checkpoint_io import CheckpointMixin
+from .configuration_mae_lm import MaeLmConfig
+from .task_heads import QuestionAnsweringMixin, TokenClassificationMixin
+
+
+def relative_position_bucket(relative_position: torch.Tensor, num_buckets: int, max_distance: int) -> torch.Tensor:
+    """T5-style bidirectional buckets, exactly as MAE-LM's released code computes them.
+
+    `relative_position` is key position minus query position. Half of the buckets serve each direction;
+    within a direction the first quarter of all buckets are exact distances, the rest are log-spaced up to
+    `max_distance` and saturate beyond it. The signed bucket is shifted by `num_buckets // 2 - 1` to index an
+    embedding table, so one row (the last) is never used: the reference behaves the same way.
+    """
+    half = num_buckets // 2
+    max_exact = half // 2
+    distance = relative_position.abs()
+    # clamp(min=1) only keeps log() finite on the small distances that torch.where discards anyway.
+    log_ratio = torch.log(distance.clamp(min=1).float() / max_exact) / math.log((max_distance - 1) / max_exact)
+    large = max_exact + torch.ceil(log_ratio * (half - 1 - max_exact)).long()
+    bucket = torch.where(distance < max_exact, distance, large.clamp(max=half - 1))
+    return bucket * relative_position.sign() + (half - 1)
+
+
+def unsupported_attention(implementation: str) -> str:
+    return (
+        f"MAE-LM cannot run with attn_implementation={implementation!r}: every encoder layer adds a learned relative "
+        "position bias, one per head, to the attention scores, which flash attention cannot take and transformers' "
+        "flex_attention integration shares across heads. Use 'sdpa' (the default; its kernels take the bias) "
+        "or 'eager'."
+    )
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+):
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+class MaeLmAttention(nn.Module):
+    def __init__(self, config: MaeLmConfig, hidden_size: int, num_heads: int, dropout: float):
+        super().__init__()
+        self.config = config
+        self.num_heads = num_heads
+        self.head_dim = hidden_size // num_heads
+        self.scaling = self.head_dim**-0.5
+        self.dropout = dropout
+        self.is_causal = False
+        self.q_proj = nn.Linear(hidden_size, hidden_size)
+        self.k_proj = nn.Linear(hidden_size, hidden_size)
+        self.v_proj = nn.Linear(hidden_size, hidden_size)
+        self.o_proj = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs):
+        shape = (*hidden_states.shape[:-1], -1, self.head_dim)
+        query, key, value = (
+            proj(hidden_states).view(shape).transpose(1, 2) for proj in (self.q_proj, self.k_proj, self.v_proj)
+        )
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        output, weights = attention_interface(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            scaling=self.scaling,
+            dropout=self.dropout if self.training else 0.0,
+            **kwargs,
+        )
+        return self.o_proj(output.reshape(*hidden_states.shape[:-1], -1)), weights
+
+
+class MaeLmLayer(GradientCheckpointingLayer):
+    """A post-LN BERT layer; the decoder builds it with its own width and no dropout."""
+
+    def __init__(
+        self, config: MaeLmConfig, hidden_size: int, num_heads: int, intermediate_size: int, dropout: float,
+        attention_dropout: float,
+    ):
+        super().__init__()
+        self.attention = MaeLmAttention(config, hidden_size, num_heads, dropout=attention_dropout)
+        self.attention_layer_norm = nn.LayerNorm(hidden_size, eps=config.layer_norm_eps)
+        self.intermediate = nn.Linear(hidden_size, intermediate_size)
+        self.activation = ACT2FN[config.hidden_act]
+        self.output = nn.Linear(intermediate_size, hidden_size)
+        self.output_layer_norm = nn.LayerNorm(hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs):
+        attended, weights = self.attention(hidden_states, attention_mask, **kwargs)
+        hidden_states = self.attention_layer_norm(hidden_states + self.dropout(attended))
+        transformed = self.output(self.activation(self.intermediate(hidden_states)))
+        return self.output_layer_norm(hidden_states + self.dropout(transformed)), weights
+
+
+class MaeLmEmbeddings(nn.Module):
+    """Token + learned absolute position embeddings, then LayerNorm and dropout (no token types, like RoBERTa)."""
+
+    def __init__(self, config: MaeLmConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids, position_ids, inputs_embeds=None):
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)
+        return self.dropout(self.layer_norm(inputs_embeds + self.position_embeddings(position_ids)))
+
+
+class MaeLmPreTrainedModel(CheckpointMixin, PreTrainedModel):
+    config_class = MaeLmConfig
+    base_model_prefix = "mae_lm"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["MaeLmLayer"]
+    # The relative position bias is a per-head additive float mask: flash attention cannot take one, and
+    # transformers' flex_attention integration adds head 0's mask to every head.
+    _supports_sdpa = True
+    _supports_flash_attn = False
+    _supports_flex_attn = False
+    _supports_attention_backend = False
+    # Fine-tuning drops the pre-training decoder and LM head: the only weights a task model may leave unread.
+    _keys_to_ignore_on_load_unexpected = [r"^decoder\.", r"^lm_head\."]
+    family_description = "an MAE-LM one"
+
+    # transformers' checks for a requested attention implementation, overridden only for a message naming the reason
+    # and the alternatives (theirs asks to request support upstream).
+    def _flash_attn_can_dispatch(self, flash_attn_version: int, is_init_check: bool = False) -> bool:
+        raise ValueError(unsupported_attention(f"flash_attention_{flash_attn_version}"))
+
+    def _flex_attn_can_dispatch(self, is_init_check: bool = False) -> bool:
+        raise ValueError(unsupported_attention("flex_attention"))
+
+    @classmethod
+    def misfit_fix(cls) -> str:
+        return (
+            "Check that it is an MAE-LM checkpoint saved with the same configuration (sizes, vocabulary, decoder "
+            "depth), and load it without overriding those sizes."
+        )
+
+class MaeLmModel(MaeLmPreTrainedModel):
+    """The MAE-LM encoder: post-LN layers sharing ONE bucketed relative position bias, computed once per forward
+    from `position_ids` (so a compacted input keeps its original distances)."""
+
+
+    def __init__(self, config: MaeLmConfig):
+        super().__init__(config)
+        self.embeddings = MaeLmEmbeddings(config)
+        self.relative_attention_bias = nn.Embedding(config.relative_attention_num_buckets, config.num_attention_heads)
+        self.layers = nn.ModuleList(
+            MaeLmLayer(
+                config, config.hidden_size, config.num_attention_heads, config.intermediate_size,
+                dropout=config.hidden_dropout_prob, attention_dropout=config.attention_probs_dropout_prob,
+            )
+            for _ in range(config.num_hidden_layers)
+        )
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value):
+        self.embeddings.word_embeddings = value
+
+    def attention_bias(
+        self, position_ids: torch.Tensor, attention_mask: torch.Tensor | None, dtype: torch.dtype
+    ) -> torch.Tensor:
+        """(rows, heads, query, key) additive mask: the relative position bias, with padded keys blocked.
+
+        `position_ids` may be (1, length) when every row has the same positions: the bias is then gathered and
+        back-propagated once instead of once per row, and without `attention_mask` it stays (1, heads, L, L) for
+        attention to broadcast. Only compacted inputs, whose rows keep different positions, need a bias per row.
+        """
+        relative = position_ids[:, None, :] - position_ids[:, :, None]
+        buckets = relative_position_bucket(
+            relative, self.config.relative_attention_num_buckets, self.config.relative_attention_max_distance
+        )
+        bias = self.relative_attention_bias(buckets).permute(0, 3, 1, 2).to(dtype)
+        if attention_mask is None:
+            return bias
+        # masked_fill (not +) so a row whose keys are all padding stays finite instead of overflowing to -inf.
+        blocked = ~attention_mask.bool()[:, None, None, :]
+        return bias.masked_fill(blocked, torch.finfo(dtype).min)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,  # accepted for BERT-style tokenizers; MAE-LM has no segment embedding
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutput:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+        length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
+        device = (input_ids if input_ids is not None else inputs_embeds).device
+        if position_ids is None:
+            if length > self.config.max_position_embeddings:
+                raise ValueError(
+                    f"Sequence length {length} exceeds max_position_embeddings={self.config.max_position_embeddings}; "
+                    "truncate the input (e.g. tokenizer(..., truncation=True, max_length=...))."
+                )
+            # One row of positions, broadcast over the batch (see attention_bias).
+            position_ids = torch.arange(length, device=device)[None]
+        output_hidden_states = output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
+
+        hidden_states = self.embeddings(input_ids, position_ids, inputs_embeds)
+        mask = self.attention_bias(position_ids, attention_mask, hidden_states.dtype)
+        all_hidden_states, all_attentions = [hidden_states], []
+        for layer in self.layers:
+            hidden_states, weights = layer(hidden_states, mask, **kwargs)
+            all_hidden_states.append(hidden_states)
+            all_attentions.append(weights)
+        return BaseModelOutput(
+            last_hidden_state=hidden_states,
+            hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
+            attentions=tuple(all_attentions) if output_attentions else None,
+        )
+
+
+class MaeLmDecoder(nn.Module):
+    """The shallow pre-training decoder: bidirectional, no dropout, no relative bias, its own absolute
+    positions and embedding LayerNorm. A linear map joins encoder and decoder when their widths differ."""
+
+    def __init__(self, config: MaeLmConfig):
+        super().__init__()
+        self.config = config
+        width = config.decoder_hidden_size
+        self.input_projection = nn.Linear(config.hidden_size, width) if width != config.hidden_size else nn.Identity()
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, width)
+        self.layer_norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
+        self.layers = nn.ModuleList(
+            MaeLmLayer(
+                config, width, config.decoder_num_attention_heads, config.decoder_intermediate_size,
+                dropout=0.0, attention_dropout=0.0,
+            )
+            for _ in range(config.decoder_num_hidden_layers)
+        )
+
+    def forward(self, inputs: torch.Tensor, position_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        hidden_states = self.layer_norm(self.input_projection(inputs) + self.position_embeddings(position_ids))
+        # A row that is all padding would make SDPA's boolean mask empty (NaN); it is never scored, so let it
+        # attend to everything rather than to nothing.
+        attention_mask = attention_mask.masked_fill(~attention_mask.bool().any(-1, keepdim=True), 1)
+        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
+        for layer in self.layers:
+            hidden_states, _ = layer(hidden_states, mask)
+        return hidden_states
+
+
+class MaeLmLMHead(nn.Module):
+    """dense -> GELU -> LayerNorm -> vocabulary projection tied to the input embedding (+ its own bias)."""
+
+    def __init__(self, config: MaeLmConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.decoder_hidden_size, config.hidden_size)
+        self.activation = ACT2FN["gelu"]
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.vocab_projection = nn.Linear(config.hidden_size, config.vocab_size)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.vocab_projection(self.layer_norm(self.activation(self.dense(hidden_states))))
+
+
+@dataclass
+class MaeLmMaskedLMOutput(MaskedLMOutput):
+    """`MaskedLMOutput` plus the encoder's states scattered back to the input layout.
+
+    logits: (batch, length, vocab) without labels; with labels, (number of labelled positions, vocab) in
+        row-major order of the labelled positions, since the vocabulary projection only runs there.
+    encoder_last_hidden_state: (batch, length, hidden), zeros where the encoder saw nothing.
+    """
+
+    encoder_last_hidden_state: torch.FloatTensor | None = None
+
+
+class MaeLmForMaskedLM(MaeLmPreTrainedModel):
+    _tied_weights_keys = {"lm_head.vocab_projection.weight": "mae_lm.embeddings.word_embeddings.weight"}
+
+    def __init__(self, config: MaeLmConfig):
+        super().__init__(config)
+        if config.mask_token_id is None:
+            raise ValueError("MaeLmConfig.mask_token_id is None; set it to the tokenizer's mask_token_id.")
+        self.mae_lm = MaeLmModel(config)
+        self.decoder = MaeLmDecoder(config)
+        self.lm_head = MaeLmLMHead(config)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.mae_lm.embeddings.word_embeddings
+
+    def get_output_embeddings(self):
+        return self.lm_head.vocab_projection
+
+    def set_output_embeddings(self, new_embeddings):
+        self.lm_head.vocab_projection = new_embeddings
+
+    def encoder_input_mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Which positions the encoder reads: real tokens, minus the [MASK]s not kept by δ."""
+        masked = input_ids == self.config.mask_token_id
+        delta = self.config.mask_in_encoder_fraction
+        if delta > 0:
+            masked = masked & (torch.rand(masked.shape, device=masked.device) >= delta)
+        return attention_mask.bool() & ~masked
+
+    def encode_compacted(self, input_ids, keep, position_ids, **kwargs) -> torch.Tensor:
+        """Run the encoder on the kept tokens only, packed to the left and padded to the longest kept row,
+        each with its original position id; return states scattered back to (batch, length, hidden)."""
+        kept_per_row = keep.sum(-1)
+        compact_length = max(int(kept_per_row.max()), 1)
+        # A stable sort on "not kept" lists every row's kept positions first, in their original order.
+        order = torch.sort((~keep).to(torch.int8), dim=-1, stable=True).indices[:, :compact_length]
+        compact_mask = torch.arange(compact_length, device=keep.device) < kept_per_row[:, None]
+        states = self.mae_lm(
+            input_ids=input_ids.gather(1, order),
+            attention_mask=compact_mask.long(),
+            position_ids=position_ids.gather(1, order),
+            **kwargs,
+        ).last_hidden_state
+        states = states * compact_mask[..., None].to(states.dtype)
+        scattered = states.new_zeros(*input_ids.shape, states.shape[-1])
+        return scattered.scatter(1, order[..., None].expand_as(states), states)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,  # accepted for BERT-style tokenizers, unused
+        position_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        num_items_in_batch: torch.Tensor | int | None = None,
+        **kwargs,
+    ) -> MaeLmMaskedLMOutput:
+        batch_size, length = input_ids.shape
+        if length > self.config.max_position_embeddings:
+            raise ValueError(
+                f"Sequence length {length} exceeds max_position_embeddings={self.config.max_position_embeddings}; "
+                "truncate the input or build the model with a larger position table."
+            )
+        if labels is not None and labels.shape != input_ids.shape:
+            raise ValueError(f"labels must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(labels.shape)}.")
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if position_ids is None:
+            position_ids = torch.arange(length, device=input_ids.device)
+        # Compaction gathers each row's kept positions, so every row needs its own (a (1, L) row is broadcast).
+        position_ids = position_ids.expand(batch_size, -1)
+
+        keep = self.encoder_input_mask(input_ids, attention_mask)
+        encoder_states = self.encode_compacted(input_ids, keep, position_ids, **kwargs)
+        mask_embedding = self.get_input_embeddings().weight[self.config.mask_token_id]
+        decoder_inputs = torch.where(keep[..., None], encoder_states, mask_embedding.to(encoder_states.dtype))
+        decoder_states = self.decoder(decoder_inputs, position_ids, attention_mask)
+
+        if labels is None:
+            return MaeLmMaskedLMOutput(logits=self.lm_head(decoder_states), encoder_last_hidden_state=encoder_states)
+
+        labelled = labels != -100
+        logits = self.lm_head(decoder_states[labelled])
+        # Summed, then divided by the number of predicted tokens: Trainer's `num_items_in_batch` when it counts
+        # them across gradient-accumulation steps, else this batch's. A batch without targets gives 0, not NaN.
+        loss = nn.functional.cross_entropy(logits.float(), labels[labelled], reduction="sum")
+        denominator = num_items_in_batch if num_items_in_batch is not None else labelled.sum().clamp(min=1)
+        return MaeLmMaskedLMOutput(loss=loss / denominator, logits=logits, encoder_last_hidden_state=encoder_states)
+
+
+class MaeLmClassificationHead(nn.Module):
+    """Position 0 -> dense -> tanh -> out_proj, with dropout before each projection (RoBERTa's head)."""
+
+    def __init__(self, config: MaeLmConfig):
+        super().__init__()
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        pooled = torch.tanh(self.dense(self.dropout(hidden_states[:, 0])))
+        return self.out_proj(self.dropout(pooled))
+
+
+class MaeLmForSequenceClassification(MaeLmPreTrainedModel):
+    _new_head_prefixes = ("classifier.",)
+
+    def __init__(self, config: MaeLmConfig):
+        super().__init__(config)
+        self.mae_lm = MaeLmModel(config)
+        self.classifier = MaeLmClassificationHead(config)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, inputs_embeds=None, labels=None, **kwargs):
+        outputs = self.mae_lm(input_ids, attention_mask, position_ids=position_ids, inputs_embeds=inputs_embeds, **kwargs)
+        logits = self.classifier(outputs.last_hidden_state)
+        loss = self.loss_function(labels, logits, self.config) if labels is not None else None
+        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+
+
+class MaeLmForTokenClassification(TokenClassificationMixin, MaeLmPreTrainedModel):
+    _new_head_prefixes = ("classifier.",)
+
+    def __init__(self, config: MaeLmConfig):
+        super().__init__(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.mae_lm = MaeLmModel(config)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+
+class MaeLmForQuestionAnswering(QuestionAnsweringMixin, MaeLmPreTrainedModel):
+    _new_head_prefixes = ("qa_outputs.",)
+
+    def __init__(self, config: MaeLmConfig):
+        super().__init__(config)
+        self.mae_lm = MaeLmModel(config)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+
+__all__ = [
+    "MaeLmPreTrainedModel",
+    "MaeLmModel",
+    "MaeLmForMaskedLM",
+    "MaeLmForSequenceClassification",
+    "MaeLmForTokenClassification",
+    "MaeLmForQuestionAnswering",
+]

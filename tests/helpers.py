@@ -1,0 +1,70 @@
+"""Helpers shared by several test modules: fresh interpreters that cannot import hf_encoders, and what a
+checkpoint's auto_map and code folder hold."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+# The child `run_in_fresh_process` starts: loads each job, runs the batch, writes the outputs.
+LOAD_IN_FRESH_PROCESS = Path(__file__).with_name("load_in_fresh_process.py")
+
+
+def fresh_interpreter(script: str, arguments: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    """Run `script` in a new interpreter that cannot import hf_encoders: offline, cwd outside the repository,
+    no PYTHONPATH, its own dynamic-modules cache."""
+    (tmp_path / "fresh.py").write_text(script)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir(exist_ok=True)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "modules"), "PYTHONPATH": ""}
+    return subprocess.run(
+        [sys.executable, str(tmp_path / "fresh.py"), *arguments],
+        cwd=outside,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def run_in_fresh_process(jobs: list[tuple[str, str]], batch: dict, tmp_path: Path) -> dict[str, torch.Tensor]:
+    """Load each (auto class, folder) job with trust_remote_code in a fresh interpreter (see `fresh_interpreter`)
+    and return its outputs on `batch`: "{index}" the first output, "{index}.auto_map" the loaded config's
+    auto_map length."""
+    save_file(batch, tmp_path / "batch.safetensors")
+    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
+    completed = fresh_interpreter(
+        LOAD_IN_FRESH_PROCESS.read_text(),
+        [str(tmp_path / "jobs.json"), str(tmp_path / "batch.safetensors"), str(tmp_path / "out.safetensors")],
+        tmp_path,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    results = load_file(tmp_path / "out.safetensors")
+    assert results.pop("hf_encoders_imported").item() == 0, "the fresh process imported hf_encoders"
+    return results
+
+
+def first_output(output) -> torch.Tensor:
+    """The logits, or the first output of a model without them (the bare encoders)."""
+    return output.logits if getattr(output, "logits", None) is not None else output.to_tuple()[0]
+
+
+def model_folder_files(model_class) -> set[str]:
+    """The code a checkpoint must carry: exactly the files of the family's model folder."""
+    folder = Path(sys.modules[model_class.__module__].__file__).parent
+    return {p.name for p in folder.glob("*.py")} - {"__init__.py"}
+
+
+def auto_map_classes(config) -> list[tuple[str, type]]:
+    """(auto class name, our class) for every model entry of the config's auto_map."""
+    import hf_encoders
+
+    return [
+        (auto_class, getattr(hf_encoders, reference.split(".")[-1]))
+        for auto_class, reference in type(config).default_auto_map.items()
+        if auto_class != "AutoConfig"
+    ]
