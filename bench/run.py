@@ -336,6 +336,8 @@ def main() -> None:
     )
     settings = parser.parse_args()
     methods = {get_family(name.strip()).name for name in settings.methods.split(",")}
+    for name in sorted(methods - {comparison.family for comparison in comparisons(settings)}):
+        print(f"{name}: no comparison against a Transformers anchor yet (add one to comparisons() in bench/run.py)")
 
     tokens = settings.batch * settings.length
     peak = gemm_peak_flops(settings)

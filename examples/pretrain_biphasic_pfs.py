@@ -15,6 +15,7 @@ from transformers import Trainer, TrainingArguments
 from hf_encoders import BiphasicConfig, BiphasicEncoderForPreTraining, DataCollatorForBiphasic, PhaseScheduleCallback
 from hf_encoders.data import embedded_documents, pack_llama_style, tokenize_documents, train_wordpiece_tokenizer
 from hf_encoders.training.conversion import prepare_tokenizer
+from hf_encoders.training.recipes.biphasic import SIZES
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--output_dir", default="out/biphasic-pfs")
@@ -35,9 +36,7 @@ ids = dict(
     mask_token_id=tokenizer.mask_token_id,
 )
 if args.model_size == "tiny":
-    config = BiphasicConfig(
-        hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, intermediate_size=512, **ids
-    )
+    config = BiphasicConfig(**SIZES["tiny"], **ids)  # what `hf-encoders pretrain --model_size tiny` builds
 else:
     config = BiphasicConfig.from_preset(args.model_size, **ids)
 model = BiphasicEncoderForPreTraining(config)

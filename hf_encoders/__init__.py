@@ -38,4 +38,4 @@ from .training.callbacks import (
 
 register_families()
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -6,10 +6,12 @@ import argparse
 import sys
 from importlib import import_module
 
+from .families import FAMILIES
+
 SUBCOMMANDS = {
     "pretrain": (
         "hf_encoders.training.pretrain",
-        "pre-train with mae_lm, tacl or biphasic (or the mlm baseline) on Trainer",
+        f"pre-train with {', '.join(FAMILIES)} (mlm: the BERT baseline) on Trainer",
     ),
     "analyze": ("hf_encoders.analysis.command", "self-similarity, effective rank and isotropy per layer, with plots"),
     "export": ("hf_encoders.export", "write a checkpoint that loads with no remote code (TaCL student, EuroBERT)"),

@@ -30,15 +30,21 @@ LORA_TARGET_MODULES: dict[str, list[str]] = {
         if family.lora_target_modules
     },
     "modernbert": ["Wqkv"],  # a TaCL student: the fused query/key/value projection
-    "eurobert": ["q_proj", "v_proj"],  # what a biphasic model exports to (Llama's attention)
+    "eurobert": list(FAMILIES["biphasic"].lora_target_modules),  # what a biphasic model exports to
 }
 
 
-def peft_targets() -> dict[str, list[str]]:
-    # peft is an optional dependency (the `lora` extra): imported when LoRA is used, not with hf_encoders.
-    from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
+def import_peft():
+    """peft, an optional dependency (the `lora` extra): imported when LoRA is used, not with hf_encoders."""
+    try:
+        import peft.utils.constants
+    except ModuleNotFoundError as error:
+        raise ModuleNotFoundError('LoRA needs peft: pip install "hf-encoders[lora]"', name="peft") from error
+    return peft
 
-    return TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
+
+def peft_targets() -> dict[str, list[str]]:
+    return import_peft().utils.constants.TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
 
 
 def lora_target_modules(model_type: str) -> list[str]:
@@ -94,6 +100,4 @@ def lora_config(model: nn.Module, r: int = 8, alpha: int = 16, dropout: float = 
     if "modules_to_save" not in kwargs:
         kwargs["modules_to_save"] = head_modules(model) or None
     kwargs.setdefault("task_type", "SEQ_CLS")
-    from peft import LoraConfig
-
-    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, **kwargs)
+    return import_peft().LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, **kwargs)

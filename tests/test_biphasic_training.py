@@ -4,7 +4,7 @@ per-objective logs) and the `hf-encoders pretrain` recipe."""
 import pytest
 import torch
 from datasets import Dataset
-from transformers import Trainer, TrainingArguments
+from transformers import Trainer, TrainerState, TrainingArguments
 
 from hf_encoders import BiphasicEncoderForPreTraining, DataCollatorForBiphasic, PhaseScheduleCallback
 from hf_encoders.data.biphasic_collator import next_token_labels
@@ -225,3 +225,33 @@ def test_recipe_refuses_a_block_longer_than_the_model():
     args = PretrainArguments(method="biphasic", block_size=4096, config_overrides="max_position_embeddings=2048")
     with pytest.raises(ValueError, match="block_size"):
         get_recipe("biphasic").build_model(args, tiny_tokenizer("llama"))
+
+
+@pytest.mark.parametrize("wrapper", ["peft", "container"])
+def test_the_phase_reaches_a_model_inside_a_wrapper(wrapper):
+    """Trainer hands callbacks the wrapper where one is in place (a PeftModel, FSDP1's module): the switch must
+    reach the biphasic model inside it, or every CLM step would silently train MLM."""
+    inner = BiphasicEncoderForPreTraining(tiny_biphasic_config())
+    if wrapper == "peft":
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(inner, LoraConfig(target_modules=["q_proj", "v_proj"]))
+    else:
+        model = torch.nn.ModuleDict({"wrapped": inner})
+    schedule = PhaseScheduleCallback.from_string("clm:0.5,mlm:0.5")
+    state = TrainerState(max_steps=4, global_step=0)
+    schedule.on_train_begin(None, state, None, model=model)
+    assert inner.objective == "clm"
+    state.global_step = 2
+    schedule.on_step_begin(None, state, None, model=model)
+    assert inner.objective == "mlm"
+    state.global_step = 1  # a resumed run starts where it stopped
+    schedule.on_train_begin(None, state, None, model=model)
+    assert inner.objective == "clm"
+    schedule.on_train_end(None, state, None, model=model)
+    assert "objective" not in vars(inner) and inner.objective == "mlm", "after training: the encoder it loads as"
+
+
+def test_the_phase_callback_refuses_a_model_without_objectives():
+    with pytest.raises(ValueError, match=r"whose `objective` attribute picks CLM or MLM.*got ModuleDict"):
+        PhaseScheduleCallback().on_train_begin(None, TrainerState(max_steps=4), None, model=torch.nn.ModuleDict())

@@ -211,8 +211,10 @@ def test_two_processes_match_one_process_with_the_same_global_batch(method, bert
         assert loss == pytest.approx(ranks[0]["losses"][step], rel=1e-5), f"step {step}"
     distributed = weights(ddp_runs, method, 0)
     for name, value in final_state(single.model).items():
+        # atol: DDP sums the two halves' gradients in another order than one process does; after 4 AdamW steps an
+        # element near 0 differs by up to ~2e-6 (seen on MAE-LM one run in several).
         torch.testing.assert_close(
-            value, distributed[name], rtol=1e-5, atol=1e-6, msg=lambda m, name=name: f"{name}: {m}"
+            value, distributed[name], rtol=1e-5, atol=5e-6, msg=lambda m, name=name: f"{name}: {m}"
         )
 
 
@@ -225,7 +227,8 @@ def test_hf_encoders_pretrain_writes_its_files_on_the_main_process_only(ddp_runs
     """The CLI entry point as a whole (`hf-encoders pretrain --method tacl`), after Trainer's own save_model."""
     main, other = (json.loads((ddp_runs / "cli" / f"rank{rank}.json").read_text()) for rank in RANKS)
     assert main["error"] is None and other["error"] is None, main["error"] or other["error"]
-    assert main["calls"] == ["loss_curve", "model_card", "export_student"]
+    # The output folder's card (the training state), then the student with its own card.
+    assert main["calls"] == ["loss_curve", "model_card", "export_student", "model_card"]
     assert other["calls"] == []
 
 

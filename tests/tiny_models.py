@@ -44,23 +44,26 @@ def tiny_tacl_config(student_config=None, **overrides) -> TaclConfig:
     return TaclConfig(student_config=student_config, **overrides)
 
 
+# The tiny Llama-family shape (Llama, Qwen2, Mistral, EuroBERT, and the biphasic encoder that converts them):
+# grouped-query attention, pad 0, BOS 1, EOS 2.
+LLAMA_SHAPE = dict(
+    vocab_size=VOCAB_SIZE,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+    rms_norm_eps=1e-5,
+    pad_token_id=0,
+    bos_token_id=1,
+    eos_token_id=2,
+)
+
+
 def tiny_biphasic_config(**overrides) -> BiphasicConfig:
-    """Grouped-query attention (4 heads, 2 KV heads); pad 0, BOS 1, EOS 2."""
-    settings = dict(
-        vocab_size=VOCAB_SIZE,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-        mask_token_id=MASK_TOKEN_ID,
-        num_labels=3,
-    )
-    return BiphasicConfig(**{**settings, **overrides})
+    """LLAMA_SHAPE, with the [MASK] id and three labels."""
+    return BiphasicConfig(**{**LLAMA_SHAPE, "mask_token_id": MASK_TOKEN_ID, "num_labels": 3, **overrides})
 
 
 TINY_CONFIGS = {"mae_lm": tiny_mae_lm_config, "tacl": tiny_tacl_config, "biphasic": tiny_biphasic_config}
@@ -125,23 +128,6 @@ def tiny_tokenizer(style: str = "bert", words=None, cls_sep_template: bool = Fal
     return PreTrainedTokenizerFast(tokenizer_object=backend, **{**specials, **roles})
 
 
-# tiny_biphasic_config's shape for the Llama family's configs (Llama, Qwen2, Mistral, EuroBERT): grouped-query
-# attention, pad 0, BOS 1, EOS 2.
-LLAMA_SHAPE = dict(
-    vocab_size=VOCAB_SIZE,
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=64,
-    rms_norm_eps=1e-5,
-    pad_token_id=0,
-    bos_token_id=1,
-    eos_token_id=2,
-)
-
-
 def tiny_llama(**overrides):
     """A seeded random Llama causal LM of LLAMA_SHAPE, in eval mode: what the conversion tests convert."""
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -175,9 +161,11 @@ def save_tiny_bert(folder, model_class=None, **overrides) -> str:
 
 # The family-wide tests' variants: each family of TINY_CONFIGS, or one variant per objective where its pre-training
 # model trains several (biphasic's `objective` attribute).
-OBJECTIVES = {"biphasic": ("clm", "mlm")}
+OBJECTIVES_OF = {"biphasic": ("clm", "mlm")}
 PRETRAINING_METHODS = tuple(
-    f"{name}-{objective}" if objective else name for name in TINY_CONFIGS for objective in OBJECTIVES.get(name, (None,))
+    f"{name}-{objective}" if objective else name
+    for name in TINY_CONFIGS
+    for objective in OBJECTIVES_OF.get(name, (None,))
 )
 
 

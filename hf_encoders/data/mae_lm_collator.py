@@ -15,7 +15,7 @@ class DataCollatorForMaeLm(MethodMaskingCollator):
     tensor-core friendly shapes.
     """
 
-    method = "MAE-LM"
+    method_title = "MAE-LM"
     missing_mask_token_fix = (
         "add one with tokenizer.add_special_tokens({'mask_token': '[MASK]'}) and resize the model's embeddings."
     )

@@ -28,9 +28,14 @@ class ReproducibleMaskingMixin:
 
     epoch = 0
 
-    def torch_mask_tokens(self, inputs, special_tokens_mask=None, offset_mapping=None):
+    def reseed(self, inputs: torch.Tensor) -> None:
+        """Seed `self.generator` for this batch. A collator that overrides `torch_mask_tokens` calls it first and
+        draws every random number from `self.generator`."""
         if self.seed is not None:
             self.generator = torch.Generator().manual_seed(batch_seed(self.seed, self.epoch, inputs))
+
+    def torch_mask_tokens(self, inputs, special_tokens_mask=None, offset_mapping=None):
+        self.reseed(inputs)
         return super().torch_mask_tokens(inputs, special_tokens_mask=special_tokens_mask, offset_mapping=offset_mapping)
 
 
@@ -42,7 +47,7 @@ class ReproducibleDataCollatorForLanguageModeling(ReproducibleMaskingMixin, Data
 class MethodMaskingCollator(ReproducibleDataCollatorForLanguageModeling):
     """A pre-training method's masked-LM collator: refuses, when built, what could only fail mid-run."""
 
-    method: ClassVar[str]  # completes "..., which MAE-LM needs"
+    method_title: ClassVar[str]  # completes "..., which MAE-LM needs"
     missing_mask_token_fix: ClassVar[str]
 
     def __post_init__(self):
@@ -50,7 +55,7 @@ class MethodMaskingCollator(ReproducibleDataCollatorForLanguageModeling):
             raise ValueError(f"{type(self).__name__} is a masked-LM collator; it cannot run with mlm=False.")
         if self.tokenizer.mask_token is None:
             raise ValueError(
-                f"The tokenizer {type(self.tokenizer).__name__} has no mask token, which {self.method} needs: "
+                f"The tokenizer {type(self.tokenizer).__name__} has no mask token, which {self.method_title} needs: "
                 f"{self.missing_mask_token_fix}"
             )
         super().__post_init__()

@@ -78,7 +78,7 @@ def build_sentence_pairs(
     seed: int = 0,
     num_proc: int | None = None,
 ) -> Dataset:
-    """Tokenized sentence pairs with `next_sentence_label`, ready for `DataCollatorForTaCL`.
+    """Tokenized sentence pairs with `next_sentence_label`, ready for `DataCollatorForTacl`.
 
     `documents` is a list of documents, each a list of sentences (what `documents_to_sentences` returns).
     `max_length` counts the special tokens. Columns: input_ids, attention_mask, special_tokens_mask,

@@ -18,7 +18,7 @@ class DataCollatorForTacl(MethodMaskingCollator):
     examples without `next_sentence_label` (for students trained without NSP).
     """
 
-    method = "TaCL"
+    method_title = "TaCL"
     missing_mask_token_fix = (
         "use the tokenizer of the encoder TaCL continues (the same checkpoint as --model_name_or_path)."
     )

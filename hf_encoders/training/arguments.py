@@ -2,11 +2,13 @@
 
 from dataclasses import dataclass, field
 
+from ..families import FAMILIES
+
 
 @dataclass
 class PretrainArguments:
     method: str = field(
-        metadata={"help": "Pre-training method: mae_lm, tacl, biphasic, or mlm (the plain BERT baseline)."}
+        metadata={"help": f"Pre-training method: {', '.join(FAMILIES)} (mlm is the plain BERT baseline)."}
     )
     corpus: str | None = field(
         default=None,
@@ -64,3 +66,8 @@ class PretrainArguments:
     preprocessing_num_workers: int | None = field(
         default=None, metadata={"help": "Processes for tokenisation (datasets.map)."}
     )
+
+    @property
+    def starting_checkpoint(self) -> str | None:
+        """Where training starts from, if not from scratch: a checkpoint to continue or a causal LM to convert."""
+        return self.model_name_or_path or self.from_causal_lm

@@ -23,7 +23,34 @@ from ..data.reproducible_masking import ReproducibleMaskingMixin
 from ..models.biphasic.configuration_biphasic import OBJECTIVES
 
 
-class LossTermsCallback(TrainerCallback):
+class TrainingForwardsCallback(TrainerCallback):
+    """Base of the callbacks that read what the model's training forwards return (`record(module, inputs, output)`),
+    through a forward hook held for the duration of `train()`, so that nothing is kept inside the model."""
+
+    _hook = None
+
+    def record(self, module, inputs, output) -> None:
+        raise NotImplementedError
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self.remove_hook()
+        if model is not None:
+            self._hook = model.register_forward_hook(self._record_training_forward)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.remove_hook()
+
+    def remove_hook(self) -> None:
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+
+    def _record_training_forward(self, module, inputs, output):
+        if module.training:  # evaluation forwards and the diagnostics' are not training
+            self.record(module, inputs, output)
+
+
+class LossTermsCallback(TrainingForwardsCallback):
     """Adds the mean of each named loss term since the previous log to every training log (`tacl_loss`, ...).
 
     The terms are read from what the model's forward already returns (a `ModelOutput` field per term), by a forward
@@ -39,13 +66,10 @@ class LossTermsCallback(TrainerCallback):
 
     def __init__(self, terms: tuple[str, ...]):
         self.terms = tuple(terms)
-        self._hook = None
         self._sums: dict[str, torch.Tensor] = {}
         self._counts: dict[str, int] = {}
 
-    def _record(self, module, args, output):
-        if not module.training:
-            return
+    def record(self, module, inputs, output):
         for name in self.terms:
             value = getattr(output, name, None)
             if isinstance(value, torch.Tensor):
@@ -54,15 +78,8 @@ class LossTermsCallback(TrainerCallback):
                 self._counts[name] = self._counts.get(name, 0) + 1
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        if self._hook is not None:
-            self._hook.remove()
         self._sums, self._counts = {}, {}
-        self._hook = model.register_forward_hook(self._record)
-
-    def on_train_end(self, args, state, control, **kwargs):
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
+        super().on_train_begin(args, state, control, model=model, **kwargs)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs is None or "loss" not in logs or not self._sums:
@@ -87,9 +104,9 @@ class TaclLossLoggingCallback(LossTermsCallback):
 
 
 class PhaseScheduleCallback(TrainerCallback):
-    """Phases as (objective, fraction of max_steps), in order; alternation such as clm, mlm, clm, mlm is allowed.
-
-    Switch a biphasic model between objectives by training step: CLM for the first 25% of max_steps, then MLM.
+    """Switch a biphasic model between objectives by training step: by default CLM for the first 25% of max_steps,
+    then MLM. Phases are (objective, fraction of max_steps), in order; alternation such as clm, mlm, clm, mlm is
+    allowed.
 
     How the phase reaches the computation, and why it survives what breaks a collator flag:
 
@@ -162,7 +179,8 @@ class PhaseScheduleCallback(TrainerCallback):
         return self.phases[-1][0]
 
     def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kwargs):
-        if model is None or getattr(model, "objective", None) not in OBJECTIVES:
+        self.switched = objective_modules(model)
+        if not self.switched:
             raise ValueError(
                 f"PhaseScheduleCallback drives a model whose `objective` attribute picks CLM or MLM "
                 f"(BiphasicEncoderForPreTraining); got {type(model).__name__}."
@@ -173,7 +191,7 @@ class PhaseScheduleCallback(TrainerCallback):
                 f"With max_steps={state.max_steps}, the phases {empty} get no step; train longer or merge phases."
             )
         self.check_collator(train_dataloader)
-        model.objective = self.objective_at(state.global_step, state.max_steps)
+        self.switch_to(self.objective_at(state.global_step, state.max_steps))
 
     def check_collator(self, train_dataloader) -> None:
         """A one-view DataCollatorForBiphasic would feed the other phase the wrong batches: refuse it."""
@@ -187,8 +205,17 @@ class PhaseScheduleCallback(TrainerCallback):
                 "use DataCollatorForBiphasic(tokenizer) (objective=None), which builds both views."
             )
 
-    def on_step_begin(self, args, state, control, model=None, **kwargs):
-        model.objective = self.objective_at(state.global_step, state.max_steps)
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.switch_to(self.objective_at(state.global_step, state.max_steps))
+
+    def on_train_end(self, args, state, control, **kwargs):
+        # Back to the class default (the encoder's MLM), as the model reads once saved and loaded again.
+        for module in self.switched:
+            vars(module).pop("objective", None)
+
+    def switch_to(self, objective: str) -> None:
+        for module in self.switched:
+            module.objective = objective
 
     def on_step_end(self, args, state, control, **kwargs):
         # global_step now counts the step just taken: if the next step opens a phase, close the logging window.
@@ -213,14 +240,21 @@ HINTS = (
 )
 
 
+def objective_modules(model) -> list:
+    """The modules whose class declares an `objective` switch. Set on them, not on `model`: Trainer hands callbacks a
+    wrapper where one is in place (a PeftModel, FSDP1), and an attribute set on the wrapper would not reach them."""
+    if model is None:
+        return []
+    return [module for module in model.modules() if getattr(type(module), "objective", None) in OBJECTIVES]
+
+
 class NonFiniteLossError(RuntimeError):
     """A training loss, gradient norm or weight became NaN or inf; the run was stopped before saving it."""
 
 
-class NonFiniteLossCallback(TrainerCallback):
-    """Stop training at the first NaN/inf training loss, keeping the last good checkpoint.
-
-    Stop a Trainer run at the first NaN/inf loss, before it writes a checkpoint from poisoned weights.
+class NonFiniteLossCallback(TrainingForwardsCallback):
+    """Stop a Trainer run at the first NaN/inf training loss, before it writes a checkpoint from poisoned weights: the
+    last good checkpoint is kept.
 
     Why Trainer alone does not: by default (`logging_nan_inf_filter=True`) a non-finite step loss is replaced by the
     running mean before it is logged, so the logs look healthy while the weights, after one optimizer step on NaN
@@ -256,7 +290,6 @@ class NonFiniteLossCallback(TrainerCallback):
         if check_every_n_steps is not None and check_every_n_steps < 1:
             raise ValueError(f"check_every_n_steps must be a positive integer or None, got {check_every_n_steps}.")
         self.check_every_n_steps = check_every_n_steps
-        self._hook = None
         self._step = 0
         self._reset()
 
@@ -266,9 +299,7 @@ class NonFiniteLossCallback(TrainerCallback):
 
     # ---- recording (no sync) ----
 
-    def _record(self, module, args, output):
-        if not module.training:
-            return
+    def record(self, module, inputs, output):
         loss = output.get("loss") if hasattr(output, "get") else None
         if not isinstance(loss, torch.Tensor):
             return
@@ -287,17 +318,10 @@ class NonFiniteLossCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         self._reset()
         self._step = state.global_step
-        if self._hook is not None:
-            self._hook.remove()
-        self._hook = model.register_forward_hook(self._record) if model is not None else None
+        super().on_train_begin(args, state, control, model=model, **kwargs)
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._step = state.global_step + 1  # the step whose forwards come next (all micro-batches of it)
-
-    def on_train_end(self, args, state, control, **kwargs):
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
 
     # ---- checking (one sync, only when Trainer is about to act on the state) ----
 
@@ -355,9 +379,7 @@ class NonFiniteLossCallback(TrainerCallback):
         control.should_save = False
         control.should_evaluate = False
         control.should_training_stop = True
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
+        self.remove_hook()
         raise NonFiniteLossError(
             f"{what} Training stopped before saving: the newest checkpoint-* folder is the last good state "
             f"(resume from it with resume_from_checkpoint). To fix: {HINTS}."

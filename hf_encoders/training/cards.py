@@ -40,26 +40,28 @@ def write_model_card(
 ) -> Path:
     """README.md in `output_dir`, from `model_cards/<template>.md` (default: the method's card).
 
-    `model_id` is the Hub repository the usage snippets name (default: the folder's name); `subfolder` is where
-    the folder sits inside that repository (TaCL's student). `pipeline_tag` defaults to the recipe's.
+    `model_id` is the Hub repository the usage snippets name (default: the folder's name, or with `subfolder` its
+    parent's); `subfolder` is where the folder sits inside that repository or parent (TaCL's student).
+    `pipeline_tag` defaults to the recipe's.
     """
-    start = args.model_name_or_path or args.from_causal_lm
+    folder = Path(output_dir)
     card_data = ModelCardData(
         library_name="transformers",
         license="apache-2.0",
         tags=["hf-encoders", recipe.name],
         pipeline_tag=pipeline_tag or recipe.pipeline_tag,
-        base_model=hub_reference(start),
+        base_model=hub_reference(args.starting_checkpoint),
         datasets=hub_reference(args.corpus),
     )
     card = ModelCard.from_template(
         card_data,
         template_path=str(TEMPLATES / f"{template or recipe.family.card_template}.md"),
-        model_id=model_id or Path(output_dir).name,
-        subfolder=subfolder if model_id else None,
+        model_id=model_id or (folder.parent if subfolder else folder).name,
+        subfolder=subfolder,
+        on_hub=model_id is not None,
         corpus=args.corpus or "English prose embedded from Python's standard library documentation",
         training_summary="\n".join([training_summary(state, tokens_per_step), *recipe.summary_lines(args)]),
     )
-    path = Path(output_dir) / "README.md"
+    path = folder / "README.md"
     card.save(path)
     return path

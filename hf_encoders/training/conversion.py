@@ -148,7 +148,7 @@ def fit_model_to_tokenizer(model: PreTrainedModel, tokenizer: PreTrainedTokenize
 def load_causal_lm_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
     """The tokenizer of a causal LM folder, Hub name or `.gguf` file, prepared for biphasic training."""
     location, gguf = causal_lm_location(name_or_path)
-    fix = "Pass a Llama-family causal LM's folder, `.gguf` file or Hub name (biphasic --init, or convert)."
+    fix = "Pass a Llama-family causal LM's folder, `.gguf` file or Hub name (biphasic --from_causal_lm, or convert)."
     return prepare_tokenizer(load_tokenizer(location, fix=fix, **gguf))
 
 

@@ -1,6 +1,6 @@
 """`hf-encoders pretrain`: any method on Trainer, every `TrainingArguments` option on the command line.
 
-hf-encoders pretrain --method mae-lm --output_dir out/mae --max_steps 1000 --per_device_train_batch_size 32
+hf-encoders pretrain --method mae_lm --output_dir out/mae --max_steps 1000 --per_device_train_batch_size 32
 """
 
 import json
@@ -56,8 +56,7 @@ def card_writer(recipe, args: PretrainArguments, training_args: TrainingArgument
 def shared_tokenizer(recipe, args: PretrainArguments, training_args: TrainingArguments, documents):
     """One tokenizer for every rank. Training one is not reproducible (tokenizers' WordPiece trainer breaks
     frequency ties in hash order), so under DDP the main process trains it and the others read its copy."""
-    starts_from_checkpoint = args.model_name_or_path is not None or args.from_causal_lm is not None
-    if args.tokenizer_name is not None or starts_from_checkpoint or training_args.world_size == 1:
+    if args.tokenizer_name is not None or args.starting_checkpoint or training_args.world_size == 1:
         return recipe.build_tokenizer(args, documents)
     folder = Path(training_args.output_dir) / "tokenizer"
     with training_args.main_process_first(local=False, desc="training the tokenizer"):
@@ -70,7 +69,7 @@ def build_trainer(
     args: PretrainArguments, training_args: TrainingArguments, resume_from_checkpoint: str | None = None
 ) -> Trainer:
     """Everything `pretrain` trains with: corpus, tokenizer, model, data, collator and callbacks of the method."""
-    if resume_from_checkpoint is not None and args.tokenizer_name is None and args.model_name_or_path is None:
+    if resume_from_checkpoint is not None and args.tokenizer_name is None and args.starting_checkpoint is None:
         # A tokenizer trained on the spot cannot be trained again identically (tokenizers' WordPiece trainer breaks
         # frequency ties in hash order), so a resumed run reads the one Trainer saved with the checkpoint.
         args = replace(args, tokenizer_name=resume_from_checkpoint)
@@ -133,7 +132,7 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
 def main(argv: list[str] | None = None) -> int:
     parser = HfArgumentParser((PretrainArguments, TrainingArguments), prog="hf-encoders pretrain")
     argv = sys.argv[1:] if argv is None else argv
-    if "--init" in argv:
+    if any(argument == "--init" or argument.startswith("--init=") for argument in argv):
         parser.error(
             "--init was split in two: --model_name_or_path (a checkpoint to continue, e.g. the encoder TaCL "
             "continues) and --from_causal_lm (biphasic: a causal LM to convert)."

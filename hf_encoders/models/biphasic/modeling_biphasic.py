@@ -49,6 +49,8 @@ def from_package(module: str, function: str, purpose: str):
     try:
         return getattr(import_module(f"hf_encoders.{module}"), function)
     except ModuleNotFoundError as error:
+        if (error.name or "").partition(".")[0] != "hf_encoders":  # the package is there, a dependency of it is not
+            raise
         raise ImportError(f"{purpose} is a tool of the hf-encoders package: `pip install hf-encoders`.") from error
 
 
@@ -126,14 +128,13 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
         self._label_alignment_checked: set[bool] = set()  # the objectives (is_causal) whose labels passed
         self.post_init()
 
-    def vocabulary_loss(
-        self, hidden_states, input_ids, labels, is_causal: bool, num_items_in_batch=None
-    ) -> tuple[torch.Tensor | None, torch.Tensor]:
-        """(loss, logits). With labels, the vocabulary projection runs only where a label is set (see
-        `labelled_rows_loss`); without, it covers every position and the loss is None."""
+    def check_targets(self, labels, input_ids, inputs_embeds, is_causal: bool) -> None:
+        """Refuse, before the encoder runs, labels this model cannot train on."""
         if labels is None:
-            return None, self.lm_head(hidden_states)
-        check_labels_shape(labels, hidden_states.shape[:2], "DataCollatorForBiphasic")
+            return
+        check_labels_shape(
+            labels, (input_ids if input_ids is not None else inputs_embeds).shape[:2], "DataCollatorForBiphasic"
+        )
         if not is_causal and self.config.mask_token_id is None:
             raise ValueError(
                 "Masked-LM training needs config.mask_token_id, the [MASK] id the collator writes, but it is None (a "
@@ -141,6 +142,14 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
                 "id: tokenizer.add_special_tokens({'mask_token': '<|mask|>'}); "
                 "model.resize_token_embeddings(len(tokenizer)); model.config.mask_token_id = tokenizer.mask_token_id."
             )
+
+    def vocabulary_loss(
+        self, hidden_states, input_ids, labels, is_causal: bool, num_items_in_batch=None
+    ) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """(loss, logits). With labels, the vocabulary projection runs only where a label is set (see
+        `labelled_rows_loss`); without, it covers every position and the loss is None."""
+        if labels is None:
+            return None, self.lm_head(hidden_states)
         if is_causal not in self._label_alignment_checked and input_ids is not None:
             self.check_label_alignment(input_ids, labels, is_causal)
         return labelled_rows_loss(self.lm_head, hidden_states, labels, num_items_in_batch)
@@ -205,6 +214,7 @@ class BiphasicEncoderForPreTraining(BiphasicLanguageModel):
         if objective == "mlm" and mlm_input_ids is not None:
             input_ids, labels = mlm_input_ids, mlm_labels
         is_causal = objective == "clm"
+        self.check_targets(labels, input_ids, inputs_embeds, is_causal)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -234,6 +244,7 @@ class BiphasicEncoderForMaskedLM(BiphasicLanguageModel):
         num_items_in_batch: torch.Tensor | int | None = None,
         **kwargs,
     ) -> MaskedLMOutput:
+        self.check_targets(labels, input_ids, inputs_embeds, is_causal=False)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -241,7 +252,9 @@ class BiphasicEncoderForMaskedLM(BiphasicLanguageModel):
             inputs_embeds=inputs_embeds,
             **kwargs,
         )
-        loss, logits = self.vocabulary_loss(outputs.last_hidden_state, input_ids, labels, False, num_items_in_batch)
+        loss, logits = self.vocabulary_loss(
+            outputs.last_hidden_state, input_ids, labels, is_causal=False, num_items_in_batch=num_items_in_batch
+        )
         return MaskedLMOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )

@@ -295,7 +295,7 @@ class TaclForPreTraining(CheckpointMixin, PreTrainedModel):
         check_labels_shape(labels, input_ids.shape, "DataCollatorForTacl")
         if self.config.use_nsp and next_sentence_label is None:
             raise ValueError(
-                "use_nsp=True needs next_sentence_label: feed sentence pairs through DataCollatorForTaCL, "
+                "use_nsp=True needs next_sentence_label: feed sentence pairs through DataCollatorForTacl, "
                 "or build the model with use_nsp=False."
             )
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
-from ...data.tokenizer import load_or_train_tokenizer
+from ...data.tokenizer import load_or_train_tokenizer, load_tokenizer
 from ...families import Family, load
 
 
@@ -27,8 +27,11 @@ class Recipe:
         return self.family.name
 
     def build_tokenizer(self, args, documents: Dataset) -> PreTrainedTokenizerBase:
-        """The user's tokenizer, or a WordPiece one trained on the corpus. Methods that start from a
-        checkpoint (TaCL, biphasic CPT) override this to use the checkpoint's own tokenizer."""
+        """`--tokenizer_name`, else the tokenizer saved with `--model_name_or_path` (its embeddings read those ids),
+        else a WordPiece one trained on the corpus."""
+        if args.tokenizer_name is None and args.model_name_or_path is not None:
+            fix = "Pass the folder of a checkpoint saved with its tokenizer, or --tokenizer_name."
+            return load_tokenizer(args.model_name_or_path, fix=fix)
         return load_or_train_tokenizer(args.tokenizer_name, documents["text"], vocab_size=args.vocab_size)
 
     def build_dataset(self, args, tokenizer: PreTrainedTokenizerBase, documents: Dataset) -> Dataset:
@@ -54,9 +57,10 @@ class Recipe:
         return []
 
     def summary_lines(self, args) -> list[str]:
-        """Method-specific lines for the model card's training summary (phases, the initial checkpoint, ...)."""
-        start = args.model_name_or_path or args.from_causal_lm
-        return [f"- initialised from: {start}"] if start else []
+        """Method-specific lines for the model card's training summary: how it was masked, where it started, ..."""
+        ratio = args.mlm_probability or load(self.family.collator).mlm_probability
+        lines = [f"- masking ratio: {ratio:.0%}"]
+        return lines + ([f"- initialised from: {args.starting_checkpoint}"] if args.starting_checkpoint else [])
 
     def export_encoder(self, trainer, output_dir: Path, write_card=None) -> Path:
         """The checkpoint fine-tuning starts from. Most methods' saved model is it; TaCL exports its student (and

@@ -11,7 +11,6 @@ with AdamW (0.9, 0.95), weight decay 0.1, clipping 1.0.
 """
 
 from ...data.packing import pack_llama_style, tokenize_documents
-from ...data.tokenizer import load_tokenizer
 from ...models.biphasic import BiphasicConfig, BiphasicEncoderForPreTraining
 from ...models.biphasic.configuration_biphasic import PRESETS
 from ..callbacks import PhaseScheduleCallback
@@ -33,6 +32,7 @@ SIZES = {
 
 class BiphasicRecipe(Recipe):
     def check_arguments(self, args) -> None:
+        # Not the base check: this is the method --from_causal_lm is for.
         if args.from_causal_lm and args.model_name_or_path:
             raise ValueError(
                 "Pass one starting point: --from_causal_lm (a causal LM to convert) or --model_name_or_path "
@@ -42,9 +42,6 @@ class BiphasicRecipe(Recipe):
     def build_tokenizer(self, args, documents):
         if args.from_causal_lm:
             return load_causal_lm_tokenizer(args.from_causal_lm)
-        if args.model_name_or_path and not args.tokenizer_name:
-            fix = "Pass the folder of a biphasic checkpoint saved with its tokenizer, or --tokenizer_name."
-            return prepare_tokenizer(load_tokenizer(args.model_name_or_path, fix=fix))
         return prepare_tokenizer(super().build_tokenizer(args, documents))
 
     def build_dataset(self, args, tokenizer, documents):
@@ -85,8 +82,7 @@ class BiphasicRecipe(Recipe):
         return model
 
     def phases(self, args) -> str:
-        starts_from_checkpoint = args.from_causal_lm or args.model_name_or_path
-        return args.phases or ("mlm:1.0" if starts_from_checkpoint else "clm:0.25,mlm:0.75")
+        return args.phases or ("mlm:1.0" if args.starting_checkpoint else "clm:0.25,mlm:0.75")
 
     def callbacks(self, args):
         return [PhaseScheduleCallback.from_string(self.phases(args))]

@@ -6,11 +6,9 @@ from transformers import BertConfig, BertForMaskedLM
 from ..model_sizes import sized_config_kwargs
 from . import mae_lm
 
-# MAE-LM's encoder shapes without its decoder and bias settings, so a comparison changes the method and nothing else.
-SIZES = {
-    size: {name: value for name, value in shape.items() if name in BertConfig().to_dict()}
-    for size, shape in mae_lm.SIZES.items()
-}
+# MAE-LM's encoder shapes (not its decoder), so a comparison changes the method and nothing else.
+ENCODER_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+SIZES = {size: {name: shape[name] for name in ENCODER_FIELDS} for size, shape in mae_lm.SIZES.items()}
 
 
 class MlmRecipe(mae_lm.MaeLmRecipe):
