@@ -33,6 +33,7 @@ from .training.callbacks import (
     LossTermsCallback,
     NonFiniteLossCallback,
     PhaseScheduleCallback,
+    PreemptionCallback,
     TaclLossLoggingCallback,
 )
 

@@ -1,11 +1,16 @@
 """`hf-encoders`: one console script, a subcommand per job. Each subcommand owns its parser (pretrain's is
 an HfArgumentParser taking every TrainingArguments option), so `hf-encoders SUBCOMMAND --help` is complete;
-modules are imported only when their subcommand runs, to keep `--help` fast."""
+modules are imported only when their subcommand runs, to keep `--help` fast.
+
+`main` raises, for Python callers; `console`, the installed script, turns an error into one line and exit code 2.
+"""
 
 import argparse
+import os
 import sys
 from importlib import import_module
 
+from .errors import NonFiniteLossError
 from .families import FAMILIES
 
 SUBCOMMANDS = {
@@ -24,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="hf-encoders", description="TaCL, MAE-LM and biphasic encoder pre-training as Transformers models."
     )
+    # Read by `console` wherever it stands on the command line; declared here for --help.
+    parser.add_argument("--debug", action="store_true", help="show an error's traceback (or set HF_ENCODERS_DEBUG=1)")
     subparsers = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
     for name, (_, summary) in SUBCOMMANDS.items():
         subparsers.add_parser(name, help=summary, add_help=False)
@@ -32,5 +39,20 @@ def main(argv: list[str] | None = None) -> int:
     return import_module(module_name).main(rest)
 
 
+def console() -> None:
+    """The `hf-encoders` script. Bad input (a corpus, an option, a checkpoint: the package raises `ValueError`s whose
+    message names the fix), a file the run cannot read or write, or a NaN loss ends it with that message on one
+    line and exit code 2, not a traceback; `--debug` or `HF_ENCODERS_DEBUG=1` shows the traceback."""
+    argv = [argument for argument in sys.argv[1:] if argument != "--debug"]
+    debug = len(argv) < len(sys.argv) - 1 or os.environ.get("HF_ENCODERS_DEBUG", "0") not in ("", "0")
+    try:
+        sys.exit(main(argv))
+    except (ValueError, OSError, NonFiniteLossError) as error:
+        if debug:
+            raise
+        print(f"hf-encoders: error: {' '.join(str(error).split())}", file=sys.stderr)
+        sys.exit(2)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

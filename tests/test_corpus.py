@@ -227,3 +227,16 @@ def test_dataset_name_that_cannot_be_loaded_offline(offline_hub, streaming):
 
 def test_corpus_errors_are_value_errors():
     assert issubclass(CorpusError, ValueError)
+
+
+def test_empty_files_are_named_instead_of_datasets_generation_error(tmp_path):
+    (tmp_path / "empty.txt").write_text("")
+    with pytest.raises(CorpusError, match=r"empty.txt: the file is empty \(0 bytes\)"):
+        load_documents(tmp_path / "empty.txt")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "a.jsonl").write_text("")
+    with pytest.raises(CorpusError, match=r"folder: every .txt/.jsonl/.json/.parquet file in it is empty"):
+        load_documents(tmp_path / "folder")
+    # An empty file beside a real one is skipped, not fatal.
+    (tmp_path / "folder" / "b.jsonl").write_text('{"text": "One document."}\n')
+    assert load_documents(tmp_path / "folder")["text"] == ["One document."]

@@ -1,6 +1,9 @@
 """A run killed between checkpoints and resumed continues exactly: same losses, same final weights, the biphasic
 phase included; a checkpoint left half-written by the kill is never resumed from."""
 
+import os
+import signal
+
 import pytest
 import torch
 from transformers import TrainerCallback, TrainingArguments
@@ -91,6 +94,38 @@ def test_a_killed_run_resumes_exactly(method, bert_init, tmp_path):
         assert torch.equal(before, after), name
     if method == "biphasic":
         assert set(logged(resumed, "clm_loss")) == {1, 2, 3} and set(logged(resumed, "mlm_loss")) == {4, 5, 6}
+
+
+class SignalAt(TrainerCallback):
+    """Sends this process SIGTERM during optimizer step `step`, as SLURM or a preemptible cloud would."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step + 1 == self.step:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+@pytest.mark.parametrize("method", ["mae_lm", "biphasic"])
+def test_a_preempted_run_saves_after_its_step_and_resumes_exactly(method, bert_init, tmp_path):
+    args = method_arguments(method, bert_init)
+    uninterrupted = build_trainer(args, training_arguments(tmp_path / "a"))
+    uninterrupted.train()
+
+    handler = signal.getsignal(signal.SIGTERM)
+    preempted = build_trainer(args, training_arguments(tmp_path / "b"))
+    preempted.add_callback(SignalAt(KILLED_AT))
+    preempted.train()  # returns: the step under way finishes, a checkpoint is written, training stops
+    assert preempted.state.global_step == KILLED_AT and signal.getsignal(signal.SIGTERM) == handler
+    assert resolve_resume(True, tmp_path / "b") == str(tmp_path / "b" / f"checkpoint-{KILLED_AT}")
+
+    checkpoint = resolve_resume(True, tmp_path / "b")
+    resumed = build_trainer(args, training_arguments(tmp_path / "b"), resume_from_checkpoint=checkpoint)
+    resumed.train(resume_from_checkpoint=checkpoint)
+    assert logged(resumed) == logged(uninterrupted)
+    for (name, before), after in zip(uninterrupted.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(before, after), name
 
 
 def test_partial_checkpoints_are_skipped_and_named(tmp_path):

@@ -52,6 +52,13 @@ def load_documents(
     if path.exists():
         files = _corpus_files(path)
         builder = _builder_for(files, path)
+        # datasets fails on an empty file with "An error occurred while generating the dataset", naming no file.
+        files = [file for file in files if file.stat().st_size]
+        if not files:
+            what = "the file is empty" if path.is_file() else f"every {'/'.join(BUILDERS)} file in it is empty"
+            raise CorpusError(
+                f"{path}: {what} (0 bytes), so there is no document to train on; pass a corpus with text."
+            )
         raw = _load_files(files, builder, streaming)
     elif path.suffix in BUILDERS:
         raise CorpusError(f"{path}: file does not exist; check the path (relative paths start at {Path.cwd()}).")

@@ -8,10 +8,13 @@ is, not what the run was doing when it was saved.
 * `PhaseScheduleCallback`: biphasic CLM -> MLM (or any phase list) by training step.
 * `NonFiniteLossCallback`: stop at the first NaN/inf loss, before a checkpoint is written from poisoned weights.
 * `CompleteUploadCallback`: every Hub push carries the model code and the model card.
+* `PreemptionCallback`: on SIGTERM or SIGINT, save a complete checkpoint after the current step and stop.
 * `MaskingEpochCallback`: tells a reproducible collator which epoch it masks.
 """
 
 import math
+import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +23,7 @@ from transformers import TrainerCallback, TrainerState
 from transformers.dynamic_module_utils import custom_object_save
 
 from ..data.reproducible_masking import ReproducibleMaskingMixin
+from ..errors import NonFiniteLossError
 from ..models.biphasic.configuration_biphasic import OBJECTIVES
 
 
@@ -248,10 +252,6 @@ def objective_modules(model) -> list:
     return [module for module in model.modules() if getattr(type(module), "objective", None) in OBJECTIVES]
 
 
-class NonFiniteLossError(RuntimeError):
-    """A training loss, gradient norm or weight became NaN or inf; the run was stopped before saving it."""
-
-
 class NonFiniteLossCallback(TrainingForwardsCallback):
     """Stop a Trainer run at the first NaN/inf training loss, before it writes a checkpoint from poisoned weights: the
     last good checkpoint is kept.
@@ -398,6 +398,50 @@ def weights_are_finite(model: torch.nn.Module) -> bool:
 
 def due(step: int, every: int | None) -> bool:
     return bool(every) and step % every == 0
+
+
+class PreemptionCallback(TrainerCallback):
+    """On SIGTERM (what SLURM and preemptible clouds send before they kill a job) or SIGINT (Ctrl-C): finish the
+    optimizer step under way, save a complete checkpoint and stop, so `trainer.train()` returns normally and
+    `resume_from_checkpoint` continues exactly. A second signal gets the handler that was there before (the default
+    kills). Under torchrun every rank stops after the same step: each step the flag is reduced over the ranks (one
+    integer), since the signal may reach them on either side of a step boundary.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self):
+        self.received: str | None = None  # the name of the signal that stopped the run
+        self._previous = {}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.received = None
+        if threading.current_thread() is threading.main_thread():  # Python sets handlers from the main thread only
+            self._previous = {number: signal.signal(number, self._handle) for number in self.SIGNALS}
+
+    def _handle(self, number, frame):
+        self.received = signal.Signals(number).name
+        signal.signal(number, self._previous.get(number, signal.SIG_DFL))
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.stop_requested(args):
+            control.should_save = True
+            control.should_training_stop = True
+
+    def stop_requested(self, args) -> bool:
+        requested = self.received is not None
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            flag = torch.tensor([int(requested)], device=args.device)
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+            if flag.item() and not requested:
+                self.received = "a signal to another rank"
+            requested = bool(flag.item())
+        return requested
+
+    def on_train_end(self, args, state, control, **kwargs):
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        self._previous = {}
 
 
 class CompleteUploadCallback(TrainerCallback):

@@ -11,15 +11,18 @@ from pathlib import Path
 
 import torch
 from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
+from transformers.utils import logging
 
 from ..data.corpus import load_documents
 from .arguments import PretrainArguments
-from .callbacks import CompleteUploadCallback, MaskingEpochCallback, NonFiniteLossCallback
+from .callbacks import CompleteUploadCallback, MaskingEpochCallback, NonFiniteLossCallback, PreemptionCallback
 from .cards import write_model_card
 from .hub import push_output_dir
 from .loss_curves import plot_loss_curves
 from .recipes import get_recipe
 from .resume import resolve_resume
+
+logger = logging.get_logger(__name__)
 
 
 def check_mask_token(model, tokenizer) -> None:
@@ -78,6 +81,9 @@ def build_trainer(
             "--fp16 has no effect on CPU (accelerate runs such a run in fp32 without a word); use --bf16, which CPUs "
             "autocast, or drop --fp16."
         )
+    output_dir = Path(training_args.output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise ValueError(f"--output_dir {output_dir} is a file; pass a folder (it is created if it does not exist).")
     recipe = get_recipe(args.method)
     recipe.check_arguments(args)
     set_seed(training_args.seed)  # before the model is built, so two runs with one seed start from the same weights
@@ -92,19 +98,23 @@ def build_trainer(
     collator = recipe.build_collator(args, tokenizer)
     # Masks from (seed, epoch, batch): a resumed run masks exactly as the uninterrupted one (data/reproducible_masking).
     collator.seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
-    return Trainer(
+    trainer = Trainer(
         model=model,
         args=training_args,
         train_dataset=recipe.build_dataset(args, tokenizer, documents),
         data_collator=collator,
         processing_class=tokenizer,
         callbacks=[
-            *recipe.callbacks(args),
             MaskingEpochCallback(collator),
             NonFiniteLossCallback(),
+            PreemptionCallback(),
             CompleteUploadCallback(card_writer(recipe, args, training_args)),
         ],
     )
+    # Trainer puts the reporting integrations (TensorBoard, W&B, trackio, MLflow) before the callbacks it is given;
+    # the method's callbacks add their loss terms to each log, so they go first for every tracker to see them.
+    trainer.callback_handler.callbacks[:0] = recipe.callbacks(args)
+    return trainer
 
 
 def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> PretrainResult:
@@ -112,8 +122,18 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
     checkpoint = resolve_resume(training_args.resume_from_checkpoint, training_args.output_dir)
     trainer = build_trainer(args, training_args, resume_from_checkpoint=checkpoint)
     trainer.train(resume_from_checkpoint=checkpoint)
-    trainer.save_model()
     output_dir = Path(training_args.output_dir)
+    preemption = next(
+        callback for callback in trainer.callback_handler.callbacks if isinstance(callback, PreemptionCallback)
+    )
+    if preemption.received:
+        # Not the end of training: no final model, card or push; the checkpoint just saved is where it resumes.
+        logger.warning(
+            f"Stopped by {preemption.received} after step {trainer.state.global_step}, with a complete checkpoint in "
+            f"{output_dir}; continue with --resume_from_checkpoint true."
+        )
+        return PretrainResult(trainer, output_dir, output_dir)
+    trainer.save_model()
     encoder_dir = output_dir
     if trainer.is_world_process_zero():  # under DDP every rank gets here; one writes
         log_history = trainer.state.log_history
