@@ -35,6 +35,7 @@ from .training.callbacks import (
     PhaseScheduleCallback,
     PreemptionCallback,
     TaclLossLoggingCallback,
+    ThroughputCallback,
 )
 
 register_families()

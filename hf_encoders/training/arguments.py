@@ -63,6 +63,13 @@ class PretrainArguments:
             "scratch (PFS), mlm:1.0 from a checkpoint or a causal LM (CPT)."
         },
     )
+    peak_tflops: float | None = field(
+        default=None,
+        metadata={
+            "help": "The device's dense peak TFLOP/s in the training precision, for the `mfu` in the logs (known "
+            "GPUs: H100, H200, A100 in bf16)."
+        },
+    )
     preprocessing_num_workers: int | None = field(
         default=None, metadata={"help": "Processes for tokenisation (datasets.map)."}
     )

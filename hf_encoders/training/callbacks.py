@@ -5,6 +5,7 @@ Callbacks observe the run and log; the only state they set on a model is a train
 is, not what the run was doing when it was saved.
 
 * `LossTermsCallback`: a method's separate loss terms (TaCL's three, ...) in every training log.
+* `ThroughputCallback`: real tokens per second, and MFU where the device's peak is known, in every training log.
 * `PhaseScheduleCallback`: biphasic CLM -> MLM (or any phase list) by training step.
 * `NonFiniteLossCallback`: stop at the first NaN/inf loss, before a checkpoint is written from poisoned weights.
 * `CompleteUploadCallback`: every Hub push carries the model code and the model card.
@@ -15,6 +16,7 @@ is, not what the run was doing when it was saved.
 import math
 import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,8 +30,9 @@ from ..models.biphasic.configuration_biphasic import OBJECTIVES
 
 
 class TrainingForwardsCallback(TrainerCallback):
-    """Base of the callbacks that read what the model's training forwards return (`record(module, inputs, output)`),
-    through a forward hook held for the duration of `train()`, so that nothing is kept inside the model."""
+    """Base of the callbacks that read the model's training forwards (`record(module, inputs, output)`, `inputs` the
+    keyword arguments Trainer passed), through a forward hook held for the duration of `train()`, so that nothing is
+    kept inside the model."""
 
     _hook = None
 
@@ -39,7 +42,7 @@ class TrainingForwardsCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         self.remove_hook()
         if model is not None:
-            self._hook = model.register_forward_hook(self._record_training_forward)
+            self._hook = model.register_forward_hook(self._record_training_forward, with_kwargs=True)
 
     def on_train_end(self, args, state, control, **kwargs):
         self.remove_hook()
@@ -49,7 +52,7 @@ class TrainingForwardsCallback(TrainerCallback):
             self._hook.remove()
             self._hook = None
 
-    def _record_training_forward(self, module, inputs, output):
+    def _record_training_forward(self, module, args, inputs, output):
         if module.training:  # evaluation forwards and the diagnostics' are not training
             self.record(module, inputs, output)
 
@@ -105,6 +108,60 @@ class TaclLossLoggingCallback(LossTermsCallback):
 
     def __init__(self):
         super().__init__(("tacl_loss", "mlm_loss", "nsp_loss"))
+
+
+# Dense bf16 tensor-core peaks (TFLOP/s, no sparsity), by a name `torch.cuda.get_device_name` contains.
+PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}
+
+
+class ThroughputCallback(TrainingForwardsCallback):
+    """Adds `tokens_per_second` to every training log: real tokens (the attention mask's, padding excluded) of the
+    training forwards since the previous log, summed over processes, over the wall-clock time between the logs.
+    With the device's dense peak known (`peak_tflops`, else `PEAK_TFLOPS` for the GPU in use) it adds `mfu`:
+    model FLOPs per second over the peak of all processes, counting 6 FLOPs per trained parameter and token and 2 per
+    frozen one (TaCL's teacher). That is the usual approximation: attention scores, and the [MASK] positions MAE-LM's
+    encoder skips, are not counted; bench/run.py counts both. Counts stay on the device between logs (no sync).
+    """
+
+    def __init__(self, peak_tflops: float | None = None):
+        if peak_tflops is not None and peak_tflops <= 0:
+            raise ValueError(f"--peak_tflops must be positive (the device's dense TFLOP/s), got {peak_tflops}.")
+        self.peak_tflops = peak_tflops
+        self._tokens = None
+        self._since = 0.0
+        self.flops_per_token = 0
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self._tokens, self._since = None, time.perf_counter()
+        parameters = [(p.numel(), p.requires_grad) for p in model.parameters()] if model is not None else []
+        self.flops_per_token = sum(count * (6 if trained else 2) for count, trained in parameters)
+        if self.peak_tflops is None and torch.cuda.is_available():
+            name = torch.cuda.get_device_name()
+            self.peak_tflops = next((peak for gpu, peak in PEAK_TFLOPS.items() if gpu in name), None)
+        super().on_train_begin(args, state, control, model=model, **kwargs)
+
+    def record(self, module, inputs, output):
+        mask, ids = inputs.get("attention_mask"), inputs.get("input_ids")
+        if mask is None and ids is None:
+            return
+        count = mask.sum() if mask is not None else torch.tensor(ids.numel(), device=ids.device)
+        self._tokens = count.detach() if self._tokens is None else self._tokens + count.detach()
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs is None or "loss" not in logs:
+            return
+        now = time.perf_counter()
+        tokens = self._tokens if self._tokens is not None else torch.zeros((), device=args.device)
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            tokens = tokens.to(args.device)
+            torch.distributed.all_reduce(tokens)
+        per_second = float(tokens) / max(now - self._since, 1e-9)
+        measures = {"tokens_per_second": round(per_second, 1)}
+        if self.peak_tflops:
+            measures["mfu"] = round(per_second * self.flops_per_token / (self.peak_tflops * 1e12 * args.world_size), 4)
+        self._tokens, self._since = None, now
+        logs.update(measures)
+        state.log_history[-1].update(measures)
 
 
 class PhaseScheduleCallback(TrainerCallback):

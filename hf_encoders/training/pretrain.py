@@ -15,7 +15,13 @@ from transformers.utils import logging
 
 from ..data.corpus import load_documents
 from .arguments import PretrainArguments
-from .callbacks import CompleteUploadCallback, MaskingEpochCallback, NonFiniteLossCallback, PreemptionCallback
+from .callbacks import (
+    CompleteUploadCallback,
+    MaskingEpochCallback,
+    NonFiniteLossCallback,
+    PreemptionCallback,
+    ThroughputCallback,
+)
 from .cards import write_model_card
 from .hub import push_output_dir
 from .loss_curves import plot_loss_curves
@@ -112,8 +118,8 @@ def build_trainer(
         ],
     )
     # Trainer puts the reporting integrations (TensorBoard, W&B, trackio, MLflow) before the callbacks it is given;
-    # the method's callbacks add their loss terms to each log, so they go first for every tracker to see them.
-    trainer.callback_handler.callbacks[:0] = recipe.callbacks(args)
+    # the method's callbacks add their loss terms, and the throughput, to each log: first, for every tracker to see.
+    trainer.callback_handler.callbacks[:0] = [*recipe.callbacks(args), ThroughputCallback(args.peak_tflops)]
     return trainer
 
 

@@ -1,0 +1,68 @@
+"""Live throughput: `tokens_per_second` in every training log counts real tokens (as Trainer's own non-padding count
+does) over the time between logs, and `mfu` follows from it, the model's parameters and the peak."""
+
+from itertools import pairwise
+
+import pytest
+import torch
+from transformers import TrainingArguments
+
+from hf_encoders.training import callbacks
+from hf_encoders.training.arguments import PretrainArguments
+from hf_encoders.training.callbacks import ThroughputCallback
+from hf_encoders.training.pretrain import build_trainer
+from tests.tiny_models import save_tiny_bert
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+class Clock:
+    """One second passes between two readings, so a window's tokens per second is its token count."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        self.now += 1.0
+        return self.now
+
+
+def test_tokens_per_second_counts_the_real_tokens_between_logs_and_mfu_follows(tmp_path, monkeypatch):
+    monkeypatch.setattr(callbacks.time, "perf_counter", Clock())
+    bert = save_tiny_bert(tmp_path / "bert")
+    # Short documents in blocks of 64: the last block of each padded batch is shorter, so padding is there to skip.
+    args = PretrainArguments(method="mae_lm", tokenizer_name=bert, max_documents=30, block_size=64, peak_tflops=2.0)
+    training_args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        max_steps=6,
+        logging_steps=2,
+        per_device_train_batch_size=3,
+        gradient_accumulation_steps=2,
+        include_num_input_tokens_seen="non_padding",  # Trainer's own count, the reference
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    trainer = build_trainer(args, training_args)
+    trainer.train()
+    logs = [entry for entry in trainer.state.log_history if "loss" in entry]
+    seen = [0] + [entry["num_input_tokens_seen"] for entry in logs]
+    assert [entry["tokens_per_second"] for entry in logs] == [after - before for before, after in pairwise(seen)]
+    parameters = sum(parameter.numel() for parameter in trainer.model.parameters())
+    for entry in logs:
+        assert entry["mfu"] == pytest.approx(entry["tokens_per_second"] * 6 * parameters / 2e12, abs=1e-4)
+
+
+def test_frozen_parameters_count_a_forward_only():
+    model = torch.nn.Sequential(torch.nn.Linear(10, 10), torch.nn.Linear(10, 10))
+    model[1].requires_grad_(False)
+    callback = ThroughputCallback()
+    callback.on_train_begin(None, None, None, model=model)
+    callback.remove_hook()
+    assert callback.flops_per_token == 6 * 110 + 2 * 110
+
+
+def test_a_peak_must_be_positive():
+    with pytest.raises(ValueError, match="--peak_tflops must be positive"):
+        ThroughputCallback(peak_tflops=0)
