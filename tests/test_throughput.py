@@ -10,6 +10,7 @@ from transformers import TrainingArguments
 from hf_encoders.training import callbacks
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.callbacks import ThroughputCallback
+from hf_encoders.training.cards import training_summary
 from hf_encoders.training.pretrain import build_trainer
 from tests.tiny_models import save_tiny_bert
 
@@ -52,6 +53,10 @@ def test_tokens_per_second_counts_the_real_tokens_between_logs_and_mfu_follows(t
     parameters = sum(parameter.numel() for parameter in trainer.model.parameters())
     for entry in logs:
         assert entry["mfu"] == pytest.approx(entry["tokens_per_second"] * 6 * parameters / 2e12, abs=1e-4)
+    summary = training_summary(trainer.state)
+    median = sorted(entry["tokens_per_second"] for entry in logs)[len(logs) // 2]  # 3 logs: the middle one
+    assert f"- real tokens per second (median of the logs): {median:,.0f}" in summary
+    assert "- model FLOPs utilisation (median of the logs): " in summary
 
 
 def test_frozen_parameters_count_a_forward_only():

@@ -24,10 +24,13 @@ def training_summary(state: TrainerState, tokens_per_step: int | None = None) ->
         lines.append(f"- tokens seen: about {state.global_step * tokens_per_step:,}")
     for term, (steps, values) in loss_series(state.log_history).items():
         lines.append(f"- final {term.replace('_', ' ')}: {values[-1]:.4f} (step {steps[-1]})")
-    for measure, label in (("tokens_per_second", "real tokens per second"), ("mfu", "model FLOPs utilisation")):
+    for measure, label, shown in (
+        ("tokens_per_second", "real tokens per second", "{:,.0f}"),
+        ("mfu", "model FLOPs utilisation", "{:.3f}"),
+    ):
         values = [entry[measure] for entry in state.log_history if measure in entry]
         if values:
-            lines.append(f"- {label} (median of the logs): {statistics.median(values):,.4g}")
+            lines.append(f"- {label} (median of the logs): {shown.format(statistics.median(values))}")
     return "\n".join(lines)
 
 
