@@ -39,6 +39,8 @@ def import_peft():
     try:
         import peft.utils.constants
     except ModuleNotFoundError as error:
+        if (error.name or "").partition(".")[0] != "peft":  # peft is there, a dependency of it is not
+            raise
         raise ModuleNotFoundError('LoRA needs peft: pip install "hf-encoders[lora]"', name="peft") from error
     return peft
 

@@ -30,14 +30,22 @@ import torch
 from accelerate.utils.fsdp_utils import _find_final_norm
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
-from transformers import BertConfig, ModernBertConfig, TrainerCallback, TrainingArguments
+from transformers import BertConfig, TrainerCallback, TrainingArguments
 
 from hf_encoders import FAMILIES, BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclForPreTraining
 from hf_encoders.training import pretrain as pretrain_module
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.pretrain import build_trainer
 from hf_encoders.training.recipes.tacl import TaclRecipe
-from tests.tiny_models import MASK_TOKEN_ID, VOCAB_SIZE, tiny_biphasic_config, tiny_mae_lm_config, tiny_tacl_config
+from tests.tiny_models import (
+    BERT_SHAPE,
+    MASK_TOKEN_ID,
+    VOCAB_SIZE,
+    tiny_biphasic_config,
+    tiny_mae_lm_config,
+    tiny_modernbert_config,
+    tiny_tacl_config,
+)
 
 METHODS = tuple(FAMILIES)
 MAX_STEPS = 4
@@ -250,27 +258,10 @@ def fsdp_model(method: str) -> torch.nn.Module:
         model = BiphasicEncoderForPreTraining(tiny_biphasic_config())
         model.objective = "clm"
         return model
-    shape = dict(
-        vocab_size=VOCAB_SIZE,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        pad_token_id=0,
-    )
     if method == "tacl-bert":
-        student = BertConfig(**shape, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        student = BertConfig(**BERT_SHAPE, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     else:  # ModernBERT has no dropout by default
-        student = ModernBertConfig(
-            **shape,
-            cls_token_id=2,
-            sep_token_id=3,
-            bos_token_id=2,
-            eos_token_id=3,
-            local_attention=8,
-            global_attn_every_n_layers=2,
-        )
+        student = tiny_modernbert_config()
     return TaclForPreTraining(tiny_tacl_config(student))
 
 

@@ -11,7 +11,6 @@ from transformers import (
     AutoModelForSequenceClassification,
     EuroBertConfig,
     EuroBertForSequenceClassification,
-    ModernBertConfig,
     ModernBertForSequenceClassification,
     Trainer,
     TrainingArguments,
@@ -20,7 +19,14 @@ from transformers import (
 
 from hf_encoders import BiphasicEncoderForSequenceClassification, MaeLmForSequenceClassification, TaclForPreTraining
 from hf_encoders.lora import lora_config
-from tests.tiny_models import VOCAB_SIZE, tiny_biphasic_config, tiny_mae_lm_config, tiny_tacl_config
+from tests.tiny_models import (
+    BERT_SHAPE,
+    VOCAB_SIZE,
+    tiny_biphasic_config,
+    tiny_mae_lm_config,
+    tiny_modernbert_config,
+    tiny_tacl_config,
+)
 
 NUM_LABELS = 3
 LENGTH = 12
@@ -185,33 +191,14 @@ def test_all_linear_adapts_every_encoder_projection_and_trains_the_head(family, 
     assert head == sorted(HEADS[family])
 
 
-TINY = dict(
-    vocab_size=VOCAB_SIZE,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    intermediate_size=64,
-    max_position_embeddings=64,
-    pad_token_id=0,
-    num_labels=NUM_LABELS,
-)
+TINY = {**BERT_SHAPE, "num_labels": NUM_LABELS}
 
 
 @pytest.mark.parametrize(
     "build, targets, head",
     [
         (
-            lambda: ModernBertForSequenceClassification(
-                ModernBertConfig(
-                    **TINY,
-                    cls_token_id=2,
-                    sep_token_id=3,
-                    bos_token_id=2,
-                    eos_token_id=3,
-                    local_attention=8,
-                    global_attn_every_n_layers=2,
-                )
-            ),
+            lambda: ModernBertForSequenceClassification(tiny_modernbert_config(num_labels=NUM_LABELS)),
             ["Wqkv"],
             ["classifier", "head"],
         ),

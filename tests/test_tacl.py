@@ -11,7 +11,6 @@ from safetensors.torch import load_file, save_file
 from transformers import (
     BertConfig,
     BertModel,
-    ModernBertConfig,
     RobertaConfig,
     Trainer,
     TrainingArguments,
@@ -23,23 +22,22 @@ from hf_encoders.data import documents_to_sentences, embedded_documents
 from hf_encoders.data.sentence_pairs import build_sentence_pairs
 from hf_encoders.models.tacl import token_contrastive_loss
 from tests.helpers import fresh_interpreter
-from tests.tiny_models import MASK_TOKEN_ID, TINY_CONFIGS, VOCAB_SIZE, tiny_mae_lm_config, tiny_tacl_config
+from tests.tiny_models import (
+    BERT_SHAPE,
+    MASK_TOKEN_ID,
+    TINY_CONFIGS,
+    VOCAB_SIZE,
+    tiny_mae_lm_config,
+    tiny_modernbert_config,
+    tiny_tacl_config,
+)
 
-TINY = dict(vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
 STUDENT_CONFIGS = {
-    "bert": lambda: BertConfig(**TINY, max_position_embeddings=64, pad_token_id=0),
-    "roberta": lambda: RobertaConfig(**TINY, max_position_embeddings=80, pad_token_id=1, type_vocab_size=1),
-    "modernbert": lambda: ModernBertConfig(
-        **TINY,
-        max_position_embeddings=64,
-        pad_token_id=0,
-        cls_token_id=2,
-        sep_token_id=3,
-        bos_token_id=2,
-        eos_token_id=3,
-        local_attention=8,
-        global_attn_every_n_layers=2,
+    "bert": lambda: BertConfig(**BERT_SHAPE),
+    "roberta": lambda: RobertaConfig(
+        **{**BERT_SHAPE, "max_position_embeddings": 80, "pad_token_id": 1}, type_vocab_size=1
     ),
+    "modernbert": tiny_modernbert_config,
     "biphasic": TINY_CONFIGS["biphasic"],  # this package's own encoder
 }
 
@@ -249,9 +247,7 @@ def masked_pairs(wordpiece_tokenizer, pairs):
 
 def train_tiny(tokenizer, pairs, output_dir, resume_from_checkpoint=None, **overrides):
     torch.manual_seed(0)
-    model = TaclForPreTraining(
-        tiny_tacl_config(BertConfig(**{**TINY, "vocab_size": len(tokenizer)}, max_position_embeddings=64))
-    )
+    model = TaclForPreTraining(tiny_tacl_config(BertConfig(**{**BERT_SHAPE, "vocab_size": len(tokenizer)})))
     settings = dict(
         output_dir=str(output_dir),
         max_steps=4,

@@ -29,19 +29,31 @@ def tiny_mae_lm_config(**overrides) -> MaeLmConfig:
     return MaeLmConfig(**{**settings, **overrides})
 
 
+# The tiny shape of TaCL's students (BERT, RoBERTa, ModernBERT).
+BERT_SHAPE = dict(
+    vocab_size=VOCAB_SIZE,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=64,
+    pad_token_id=0,
+)
+
+
+def tiny_modernbert_config(**overrides):
+    """BERT_SHAPE as a ModernBERT, with the special ids and the attention window it needs."""
+    from transformers import ModernBertConfig
+
+    settings = dict(
+        cls_token_id=2, sep_token_id=3, bos_token_id=2, eos_token_id=3, local_attention=8, global_attn_every_n_layers=2
+    )
+    return ModernBertConfig(**{**BERT_SHAPE, **settings, **overrides})
+
+
 def tiny_tacl_config(student_config=None, **overrides) -> TaclConfig:
     """TaCL around a tiny BERT student (so NSP is on) unless another student config is given."""
-    if student_config is None:
-        student_config = BertConfig(
-            vocab_size=VOCAB_SIZE,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=64,
-            max_position_embeddings=64,
-            pad_token_id=0,
-        )
-    return TaclConfig(student_config=student_config, **overrides)
+    return TaclConfig(student_config=student_config or BertConfig(**BERT_SHAPE), **overrides)
 
 
 # The tiny Llama-family shape (Llama, Qwen2, Mistral, EuroBERT, and the biphasic encoder that converts them):

@@ -29,6 +29,20 @@ from ..errors import NonFiniteLossError
 from ..models.biphasic.configuration_biphasic import OBJECTIVES
 
 
+def add_to_log(state: TrainerState, logs: dict, measures: dict) -> None:
+    """Into the log (the callbacks after this one, the printer) and into the history record Trainer appended just
+    before calling `on_log` (trainer_state.json, the loss curves)."""
+    logs.update(measures)
+    state.log_history[-1].update(measures)
+
+
+def reduced_over_ranks(tensor: torch.Tensor, op=None) -> torch.Tensor:
+    """`tensor` summed (or reduced with `op`) over the processes of a distributed run; itself in a single process."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.all_reduce(tensor, op=op or torch.distributed.ReduceOp.SUM)
+    return tensor
+
+
 class TrainingForwardsCallback(TrainerCallback):
     """Base of the callbacks that read the model's training forwards (`record(module, inputs, output)`, `inputs` the
     keyword arguments Trainer passed), through a forward hook held for the duration of `train()`, so that nothing is
@@ -92,15 +106,9 @@ class LossTermsCallback(TrainingForwardsCallback):
         if logs is None or "loss" not in logs or not self._sums:
             return
         names = list(self._sums)
-        means = torch.stack([self._sums[name] / self._counts[name] for name in names])
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.all_reduce(means)
-            means = means / torch.distributed.get_world_size()
-        terms = dict(zip(names, means.tolist()))
+        means = reduced_over_ranks(torch.stack([self._sums[name] / self._counts[name] for name in names]))
         self._sums, self._counts = {}, {}
-        logs.update(terms)
-        # Trainer appended a copy of these logs to the history just before calling us.
-        state.log_history[-1].update(terms)
+        add_to_log(state, logs, dict(zip(names, (means / args.world_size).tolist())))
 
 
 class TaclLossLoggingCallback(LossTermsCallback):
@@ -133,8 +141,8 @@ class ThroughputCallback(TrainingForwardsCallback):
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         self._tokens, self._since = None, time.perf_counter()
-        parameters = [(p.numel(), p.requires_grad) for p in model.parameters()] if model is not None else []
-        self.flops_per_token = sum(count * (6 if trained else 2) for count, trained in parameters)
+        parameters = model.parameters() if model is not None else ()
+        self.flops_per_token = sum(p.numel() * (6 if p.requires_grad else 2) for p in parameters)
         if self.peak_tflops is None and torch.cuda.is_available():
             name = torch.cuda.get_device_name()
             self.peak_tflops = next((peak for gpu, peak in PEAK_TFLOPS.items() if gpu in name), None)
@@ -152,16 +160,20 @@ class ThroughputCallback(TrainingForwardsCallback):
             return
         now = time.perf_counter()
         tokens = self._tokens if self._tokens is not None else torch.zeros((), device=args.device)
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            tokens = tokens.to(args.device)
-            torch.distributed.all_reduce(tokens)
-        per_second = float(tokens) / max(now - self._since, 1e-9)
+        per_second = float(reduced_over_ranks(tokens.to(args.device))) / max(now - self._since, 1e-9)
         measures = {"tokens_per_second": round(per_second, 1)}
         if self.peak_tflops:
             measures["mfu"] = round(per_second * self.flops_per_token / (self.peak_tflops * 1e12 * args.world_size), 4)
         self._tokens, self._since = None, now
-        logs.update(measures)
-        state.log_history[-1].update(measures)
+        add_to_log(state, logs, measures)
+
+
+def objective_modules(model) -> list:
+    """The modules whose class declares an `objective` switch. Set on them, not on `model`: Trainer hands callbacks a
+    wrapper where one is in place (a PeftModel, FSDP1), and an attribute set on the wrapper would not reach them."""
+    if model is None:
+        return []
+    return [module for module in model.modules() if getattr(type(module), "objective", None) in OBJECTIVES]
 
 
 class PhaseScheduleCallback(TrainerCallback):
@@ -194,6 +206,7 @@ class PhaseScheduleCallback(TrainerCallback):
     """
 
     def __init__(self, phases=(("clm", 0.25), ("mlm", 0.75))):
+        self.switched = []  # the modules whose `objective` this run sets (on_train_begin)
         phases = tuple((objective, float(fraction)) for objective, fraction in phases)
         if not phases:
             raise ValueError("PhaseScheduleCallback needs at least one phase, e.g. [('clm', 0.25), ('mlm', 0.75)].")
@@ -299,14 +312,6 @@ HINTS = (
     "train in bf16 instead of fp16 (fp16 overflows above 65504); check the data for empty or degenerate batches "
     "(a sequence of padding only, labels outside the vocabulary)"
 )
-
-
-def objective_modules(model) -> list:
-    """The modules whose class declares an `objective` switch. Set on them, not on `model`: Trainer hands callbacks a
-    wrapper where one is in place (a PeftModel, FSDP1), and an attribute set on the wrapper would not reach them."""
-    if model is None:
-        return []
-    return [module for module in model.modules() if getattr(type(module), "objective", None) in OBJECTIVES]
 
 
 class NonFiniteLossCallback(TrainingForwardsCallback):
@@ -487,9 +492,10 @@ class PreemptionCallback(TrainerCallback):
 
     def stop_requested(self, args) -> bool:
         requested = self.received is not None
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            flag = torch.tensor([int(requested)], device=args.device)
-            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+        if args.world_size > 1:
+            flag = reduced_over_ranks(
+                torch.tensor([int(requested)], device=args.device), torch.distributed.ReduceOp.MAX
+            )
             if flag.item() and not requested:
                 self.received = "a signal to another rank"
             requested = bool(flag.item())

@@ -39,7 +39,9 @@ from .configuration_biphasic import OBJECTIVES, BiphasicConfig
 from .loss_utils import check_labels_shape, check_sequence_length, labelled_rows_loss
 from .task_heads import QuestionAnsweringMixin, TokenClassificationMixin
 
-# The model types whose causal LM is exactly this network (hf_encoders.training.conversion converts them).
+# The model types whose causal LM is exactly this network (hf_encoders.training.conversion converts them). Anything
+# else (GPT-2's absolute positions and LayerNorm, BERT, mixture-of-experts, Gemma's shifted norms, Qwen3's q/k norms)
+# has weights or maths this network lacks.
 CONVERTIBLE_CAUSAL_LMS = ("llama", "mistral", "qwen2")
 
 
