@@ -29,9 +29,12 @@ from .models.mae_lm import (
 from .models.tacl import TaclConfig, TaclForPreTraining
 from .registration import register_families
 from .training.callbacks import (
+    CheckpointBranchCallback,
     CompleteUploadCallback,
+    DiagnosticsCallback,
     LossTermsCallback,
     NonFiniteLossCallback,
+    PerplexityCallback,
     PhaseScheduleCallback,
     PreemptionCallback,
     TaclLossLoggingCallback,

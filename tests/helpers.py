@@ -1,5 +1,5 @@
-"""Helpers shared by several test modules: fresh interpreters that cannot import hf_encoders, and what a
-checkpoint's auto_map and code folder hold."""
+"""Helpers shared by several test modules: fresh interpreters that cannot import hf_encoders, what a checkpoint's
+auto_map and code folder hold, and the arguments of a tiny `hf-encoders pretrain` run."""
 
 import json
 import os
@@ -9,6 +9,9 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
+from transformers import TrainingArguments
+
+from hf_encoders.training.arguments import PretrainArguments
 
 # The child `run_in_fresh_process` starts: loads each job, runs the batch, writes the outputs.
 LOAD_IN_FRESH_PROCESS = Path(__file__).with_name("load_in_fresh_process.py")
@@ -68,3 +71,31 @@ def auto_map_classes(config) -> list[tuple[str, type]]:
         for auto_class, reference in type(config).default_auto_map.items()
         if auto_class != "AutoConfig"
     ]
+
+
+def tiny_run_arguments(method: str, bert: str, **overrides) -> PretrainArguments:
+    """`hf-encoders pretrain` of a tiny run on the embedded corpus with a validation split; `bert` is a tiny BERT
+    folder (tests.tiny_models.save_tiny_bert): the encoder TaCL continues, the tokenizer of the others."""
+    start = {"model_name_or_path": bert} if method == "tacl" else {"tokenizer_name": bert}
+    if method == "biphasic":
+        start["phases"] = "clm:0.5,mlm:0.5"
+    settings = dict(method=method, max_documents=40, block_size=32, validation_split_percentage=20, **start)
+    return PretrainArguments(**{**settings, **overrides})
+
+
+def tiny_training_arguments(output_dir, **overrides) -> TrainingArguments:
+    """Four CPU steps, evaluated every two, nothing saved or reported."""
+    settings = dict(
+        output_dir=str(output_dir),
+        report_to="none",
+        max_steps=4,
+        logging_steps=2,
+        eval_strategy="steps",
+        eval_steps=2,
+        per_device_train_batch_size=4,
+        per_device_eval_batch_size=3,  # the held-out blocks do not fill the last batch: weighting shows
+        save_strategy="no",
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    return TrainingArguments(**{**settings, **overrides})

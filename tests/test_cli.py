@@ -118,6 +118,7 @@ def run_script(*argv, env=None):
         ("folder without corpus files", "not a .txt/.jsonl/.json/.parquet file, nor a directory holding such files"),
         ("output_dir is a file", "is a file; pass a folder (it is created if it does not exist)"),
         ("unknown method", "Unknown --method 'bert'; choose one of mlm, mae_lm, tacl, biphasic."),
+        ("validation share out of range", "--validation_split_percentage 60 is outside (0, 50]"),
     ],
 )
 def test_the_script_reports_bad_input_in_one_line_and_exits_2(case, message, tmp_path):
@@ -133,6 +134,8 @@ def test_the_script_reports_bad_input_in_one_line_and_exits_2(case, message, tmp
     elif case == "unknown method":
         method = "bert"
     argv = ["pretrain", "--method", method, "--corpus", corpus, "--output_dir", output_dir, "--report_to", "none"]
+    if case == "validation share out of range":
+        argv += ["--validation_split_percentage", "60", "--eval_strategy", "steps"]
     result = run_script(*argv)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr

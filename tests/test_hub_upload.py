@@ -3,6 +3,7 @@ card, also for the checkpoints Trainer pushes mid-training. The upload is replac
 Trainer's own ignore patterns, and that "Hub" folder is then loaded the way the Hub would serve it."""
 
 import fnmatch
+import os
 import shutil
 from concurrent.futures import Future
 from functools import partial
@@ -11,39 +12,61 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-import transformers.trainer
+import transformers.utils.hub
 from huggingface_hub import ModelCard
-from transformers import Trainer, TrainingArguments
+from transformers import AutoModelForMaskedLM, Trainer, TrainingArguments
 
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.callbacks import CompleteUploadCallback
 from hf_encoders.training.cards import write_model_card
+from hf_encoders.training.pretrain import pretrain
 from hf_encoders.training.recipes import get_recipe
 from tests.helpers import auto_map_classes, model_folder_files, run_in_fresh_process
 from tests.tiny_models import MASK_TOKEN_ID, TINY_CONFIGS, sample_batch, tiny_tokenizer
 
 
 class LocalHub:
-    """Stands in for `HfApi`: `upload_folder` copies what Trainer would upload into `root`."""
+    """Stands in for `HfApi`: `upload_folder` copies what Trainer would upload into `root` (main) or, for another
+    revision, into `root@<branch>`, which `create_branch` makes as a copy of main, as the Hub does."""
 
     def __init__(self, root: Path):
         self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    def folder(self, revision: str | None = None) -> Path:
+        return self.root if revision in (None, "main") else self.root.with_name(f"{self.root.name}@{revision}")
 
     def create_repo(self, repo_id, **kwargs):
         return SimpleNamespace(repo_id=repo_id)
 
-    def upload_folder(self, folder_path, ignore_patterns=(), path_in_repo=None, run_as_future=False, **kwargs):
+    def create_branch(self, repo_id, *, branch, exist_ok=False, **kwargs):
+        if self.folder(branch).exists():
+            assert exist_ok, f"branch {branch} exists"
+            return
+        shutil.copytree(self.root, self.folder(branch))
+
+    def upload_folder(
+        self, folder_path, ignore_patterns=(), path_in_repo=None, run_as_future=False, revision=None, **kwargs
+    ):
         for file in Path(folder_path).rglob("*"):
             relative = file.relative_to(folder_path)
             if file.is_file() and not any(
                 fnmatch.fnmatch(part, pattern) for part in relative.parts for pattern in ignore_patterns
             ):
-                target = self.root / (path_in_repo or "") / relative
+                target = self.folder(revision) / (path_in_repo or "") / relative
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(file, target)
         done = Future()
         done.set_result(None)
         return done if run_as_future else None
+
+
+@pytest.fixture
+def hub(tmp_path, monkeypatch):
+    """transformers' shared Hub client (what Trainer and hf_encoders push with), replaced by a LocalHub."""
+    local = LocalHub(tmp_path / "hub")
+    monkeypatch.setattr(transformers.utils.hub, "_hf_api", local)
+    return local
 
 
 def training_examples(method: str) -> list[dict]:
@@ -60,12 +83,10 @@ def training_examples(method: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("method", sorted(TINY_CONFIGS))
-def test_a_mid_training_push_uploads_a_complete_loadable_checkpoint(method, tmp_path, monkeypatch):
+def test_a_mid_training_push_uploads_a_complete_loadable_checkpoint(method, tmp_path, hub):
     """Each family's pre-training model (its AutoModelForPreTraining class) as `hf-encoders pretrain` pushes it."""
     config = TINY_CONFIGS[method]()
     auto_class, model_class = next(pair for pair in auto_map_classes(config) if pair[0] == "AutoModelForPreTraining")
-    hub = LocalHub(tmp_path / "hub")
-    monkeypatch.setattr(transformers.trainer, "hf_api", lambda: hub)
     torch.manual_seed(0)
     model = model_class(config)
     write_card = partial(
@@ -104,3 +125,34 @@ def test_a_mid_training_push_uploads_a_complete_loadable_checkpoint(method, tmp_
     with torch.no_grad():
         expected = model(**batch).logits
     torch.testing.assert_close(results["0"], expected)
+
+
+def test_every_checkpoint_is_pushed_to_a_branch_named_after_its_step(tmp_path, hub):
+    """`from_pretrained(repo, revision="step-2")` gets the model as it was at step 2, with its card; main gets the
+    final model, and no branch carries the optimizer state."""
+    args = PretrainArguments(method="mae_lm", max_documents=40, block_size=32, vocab_size=200)
+    training_args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        max_steps=4,
+        save_steps=2,
+        per_device_train_batch_size=4,
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+        push_to_hub=True,
+        hub_model_id="someone/tiny-mae-lm",
+    )
+    result = pretrain(args, training_args)
+    for step in (2, 4):
+        branch = hub.folder(f"step-{step}")
+        assert {"config.json", "model.safetensors", "tokenizer.json", "modeling_mae_lm.py"} <= set(os.listdir(branch))
+        assert not {"optimizer.pt", "scheduler.pt"} & set(os.listdir(branch))
+        checkpoint = result.output_dir / f"checkpoint-{step}"
+        pushed, saved = (AutoModelForMaskedLM.from_pretrained(folder).state_dict() for folder in (branch, checkpoint))
+        torch.testing.assert_close(pushed, saved)
+        assert f"optimizer steps: {step}" in (branch / "README.md").read_text()
+        assert "someone/tiny-mae-lm" in (branch / "README.md").read_text()
+    first, last = (AutoModelForMaskedLM.from_pretrained(hub.folder(f"step-{step}")) for step in (2, 4))
+    assert not torch.equal(first.lm_head.dense.weight, last.lm_head.dense.weight)  # two steps apart
+    torch.testing.assert_close(AutoModelForMaskedLM.from_pretrained(hub.root).state_dict(), last.state_dict())
+    assert not list(result.output_dir.glob("_step-*"))  # the staged copies are gone once uploaded

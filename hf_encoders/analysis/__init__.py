@@ -6,10 +6,12 @@
 - `layerwise_report`: all of them for every layer of a model, streamed over a corpus, with and
   without [MASK] in the input (MAE-LM Fig. 1a-b); `plot_layer_curves` and `plot_similarity_heatmap`
   draw the papers' figures. `hf-encoders analyze` runs it all from the command line.
+- `plot_training_diagnostics`: the same diagnostics over the steps of a run (`hf-encoders pretrain
+  --diagnostics_steps`).
 """
 
 from .isotropy import isotropy
-from .plots import plot_layer_curves, plot_similarity_heatmap
+from .plots import plot_layer_curves, plot_similarity_heatmap, plot_training_diagnostics
 from .rank import effective_rank
 from .report import LayerwiseReport, layerwise_report, token_similarity_matrix
 from .similarity import self_similarity, similarity_matrix
@@ -21,6 +23,7 @@ __all__ = [
     "layerwise_report",
     "plot_layer_curves",
     "plot_similarity_heatmap",
+    "plot_training_diagnostics",
     "self_similarity",
     "similarity_matrix",
     "token_similarity_matrix",

@@ -4,6 +4,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import matplotlib
 import torch
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
@@ -33,6 +34,37 @@ def plot_layer_curves(reports: Sequence[LayerwiseReport], path: str | os.PathLik
     _label(rank, "Effective rank of real tokens (MAE-LM Fig. 1a)", f"rank at tau = {tau}")
     _label(mask_rank, "Effective rank of [MASK] tokens (MAE-LM Fig. 1b)", f"rank at tau = {tau}")
     _label(isotropy, "Isotropy (Ethayarajh, 2019)", "mean cosine across sentences (0: isotropic)")
+    return _save(figure, path)
+
+
+# What `DiagnosticsCallback` logs: the last layer's value under the plain name, every layer's as "<name>/layer_<l>".
+TRAINING_DIAGNOSTICS = {
+    "self_similarity": "Token self-similarity (TaCL Eq. 3)",
+    "effective_rank": "Effective rank, w/o [MASK] (MAE-LM Fig. 1a)",
+    "effective_rank_with_mask": "Effective rank, w. [MASK] (MAE-LM Fig. 1a)",
+}
+
+
+def plot_training_diagnostics(log_history: Sequence[dict], path: str | os.PathLike) -> Path:
+    """One PNG, a panel per diagnostic, training steps on the x-axis and a line per layer (darker: deeper), from
+    the `log_history` of a run with `--diagnostics_steps`: how the method reshapes the representations as it trains."""
+    entries = [entry for entry in log_history if all(name in entry for name in TRAINING_DIAGNOSTICS)]
+    if not entries:
+        raise ValueError("The log history holds no diagnostics; train with --diagnostics_steps N.")
+    steps = [entry["step"] for entry in entries]
+    layers = sum(key.startswith("self_similarity/layer_") for key in entries[-1])
+    colours = matplotlib.colormaps["viridis_r"]
+    figure = Figure(figsize=(15, 4.5), layout="constrained")
+    for axes, (name, title) in zip(figure.subplots(1, len(TRAINING_DIAGNOSTICS)), TRAINING_DIAGNOSTICS.items()):
+        for layer in range(layers):
+            values = [entry.get(f"{name}/layer_{layer}") for entry in entries]
+            label = "embeddings" if layer == 0 else f"layer {layer}"
+            axes.plot(steps, values, marker=".", color=colours(layer / max(layers - 1, 1)), label=label)
+        axes.set_title(title)
+        axes.set_xlabel("training step")
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.grid(alpha=0.3)
+    axes.legend(fontsize="small", loc="best")
     return _save(figure, path)
 
 

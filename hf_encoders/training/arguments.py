@@ -63,6 +63,26 @@ class PretrainArguments:
             "scratch (PFS), mlm:1.0 from a checkpoint or a causal LM (CPT)."
         },
     )
+    validation_split_percentage: float | None = field(
+        default=None,
+        metadata={
+            "help": "Hold out this share (0, 50] of the corpus's documents for validation, evaluated on "
+            "--eval_strategy/--eval_steps with the same masks each time: eval_loss per objective and eval_perplexity."
+        },
+    )
+    validation_file: str | None = field(
+        default=None, metadata={"help": "A validation corpus (any --corpus format) instead of a held-out split."}
+    )
+    diagnostics_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "Every N steps, self-similarity and effective rank (with and without [MASK]) of the encoder on "
+            "held-out sentences of the validation set, logged per layer and drawn in diagnostics.png."
+        },
+    )
+    diagnostics_sentences: int = field(
+        default=128, metadata={"help": "How many validation sentences --diagnostics_steps probes."}
+    )
     peak_tflops: float | None = field(
         default=None,
         metadata={

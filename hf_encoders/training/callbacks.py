@@ -4,11 +4,14 @@ Callbacks observe the run and log; the only state they set on a model is a train
 (`PhaseScheduleCallback` sets `model.objective`), never its config, so a checkpoint's config.json says what the model
 is, not what the run was doing when it was saved.
 
-* `LossTermsCallback`: a method's separate loss terms (TaCL's three, ...) in every training log.
+* `LossTermsCallback`: a method's separate loss terms (TaCL's three, ...) in every training and evaluation log.
+* `PerplexityCallback`: exp of the validation loss in every evaluation log.
+* `DiagnosticsCallback`: the papers' representation diagnostics on held-out sentences, every N steps.
 * `ThroughputCallback`: real tokens per second, and MFU where the device's peak is known, in every training log.
 * `PhaseScheduleCallback`: biphasic CLM -> MLM (or any phase list) by training step.
 * `NonFiniteLossCallback`: stop at the first NaN/inf loss, before a checkpoint is written from poisoned weights.
 * `CompleteUploadCallback`: every Hub push carries the model code and the model card.
+* `CheckpointBranchCallback`: each checkpoint's model on a Hub branch of its own (`step-1000`).
 * `PreemptionCallback`: on SIGTERM or SIGINT, save a complete checkpoint after the current step and stop.
 * `MaskingEpochCallback`: tells a reproducible collator which epoch it masks.
 """
@@ -23,10 +26,14 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback, TrainerState
 from transformers.dynamic_module_utils import custom_object_save
+from transformers.trainer_pt_utils import find_batch_size
 
+from ..analysis import layerwise_report
+from ..analysis.plots import TRAINING_DIAGNOSTICS
 from ..data.reproducible_masking import ReproducibleMaskingMixin
 from ..errors import NonFiniteLossError
 from ..models.biphasic.configuration_biphasic import OBJECTIVES
+from .hub import push_branch, stage_checkpoint_model
 
 
 def add_to_log(state: TrainerState, logs: dict, measures: dict) -> None:
@@ -46,9 +53,11 @@ def reduced_over_ranks(tensor: torch.Tensor, op=None) -> torch.Tensor:
 class TrainingForwardsCallback(TrainerCallback):
     """Base of the callbacks that read the model's training forwards (`record(module, inputs, output)`, `inputs` the
     keyword arguments Trainer passed), through a forward hook held for the duration of `train()`, so that nothing is
-    kept inside the model."""
+    kept inside the model. With `records_evaluation`, the evaluations Trainer runs during `train()` are recorded too
+    (the module is then in eval mode); the diagnostics' forwards never are (they call the encoder inside)."""
 
     _hook = None
+    records_evaluation = False
 
     def record(self, module, inputs, output) -> None:
         raise NotImplementedError
@@ -67,12 +76,13 @@ class TrainingForwardsCallback(TrainerCallback):
             self._hook = None
 
     def _record_training_forward(self, module, args, inputs, output):
-        if module.training:  # evaluation forwards and the diagnostics' are not training
+        if module.training or self.records_evaluation:
             self.record(module, inputs, output)
 
 
 class LossTermsCallback(TrainingForwardsCallback):
-    """Adds the mean of each named loss term since the previous log to every training log (`tacl_loss`, ...).
+    """Adds the mean of each named loss term since the previous log to every training log (`tacl_loss`, ...), and
+    over the evaluation to every evaluation log (`eval_tacl_loss`, ...).
 
     The terms are read from what the model's forward already returns (a `ModelOutput` field per term), by a forward
     hook on training forwards, as sentence-transformers' trainer tracks its losses: nothing is kept inside the
@@ -85,30 +95,43 @@ class LossTermsCallback(TrainingForwardsCallback):
     `trainer.callback_handler.callbacks.insert(0, callback)`.
     """
 
+    records_evaluation = True
+    PREFIXES = {"loss": "", "eval_loss": "eval_"}  # the key that marks a log as training or evaluation: its prefix
+
     def __init__(self, terms: tuple[str, ...]):
         self.terms = tuple(terms)
-        self._sums: dict[str, torch.Tensor] = {}
-        self._counts: dict[str, int] = {}
+        self._reset()
+
+    def _reset(self) -> None:
+        # Sums and counts per prefix: training forwards since the last log, evaluation forwards since the last one.
+        self._sums: dict[str, dict[str, torch.Tensor]] = {prefix: {} for prefix in self.PREFIXES.values()}
+        self._counts: dict[str, dict[str, int]] = {prefix: {} for prefix in self.PREFIXES.values()}
 
     def record(self, module, inputs, output):
+        prefix = "" if module.training else "eval_"
+        # Trainer's eval_loss weighs each batch by its rows (a short last batch counts less); so do the terms.
+        weight = 1 if module.training else find_batch_size(inputs)
+        sums, counts = self._sums[prefix], self._counts[prefix]
         for name in self.terms:
             value = getattr(output, name, None)
             if isinstance(value, torch.Tensor):
-                value = value.detach().float()
-                self._sums[name] = self._sums[name] + value if name in self._sums else value
-                self._counts[name] = self._counts.get(name, 0) + 1
+                value = value.detach().float() * weight
+                sums[name] = sums[name] + value if name in sums else value
+                counts[name] = counts.get(name, 0) + weight
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        self._sums, self._counts = {}, {}
+        self._reset()
         super().on_train_begin(args, state, control, model=model, **kwargs)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs is None or "loss" not in logs or not self._sums:
+        prefix = next((prefix for key, prefix in self.PREFIXES.items() if key in (logs or {})), None)
+        if prefix is None or not self._sums[prefix]:
             return
-        names = list(self._sums)
-        means = reduced_over_ranks(torch.stack([self._sums[name] / self._counts[name] for name in names]))
-        self._sums, self._counts = {}, {}
-        add_to_log(state, logs, dict(zip(names, (means / args.world_size).tolist())))
+        sums, counts = self._sums[prefix], self._counts[prefix]
+        names = list(sums)
+        means = reduced_over_ranks(torch.stack([sums[name] / counts[name] for name in names]))
+        self._sums[prefix], self._counts[prefix] = {}, {}
+        add_to_log(state, logs, {prefix + name: mean for name, mean in zip(names, (means / args.world_size).tolist())})
 
 
 class TaclLossLoggingCallback(LossTermsCallback):
@@ -116,6 +139,73 @@ class TaclLossLoggingCallback(LossTermsCallback):
 
     def __init__(self):
         super().__init__(("tacl_loss", "mlm_loss", "nsp_loss"))
+
+
+class PerplexityCallback(TrainerCallback):
+    """Adds `eval_perplexity`, exp of the evaluation's language-modelling loss, to every evaluation log (run_mlm.py
+    reports it once, after training). `loss` names that loss in the log: `eval_loss` where it is the whole loss,
+    `eval_mlm_loss` for TaCL, whose `eval_loss` adds the contrastive and NSP terms. Put it after the callback that
+    logs that term."""
+
+    def __init__(self, loss: str = "eval_loss"):
+        self.loss = loss
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.loss in (logs or {}):
+            try:
+                perplexity = math.exp(logs[self.loss])
+            except OverflowError:
+                perplexity = math.inf
+            add_to_log(state, logs, {"eval_perplexity": perplexity})
+
+
+def probed_encoder(model: torch.nn.Module) -> torch.nn.Module:
+    """What fine-tuning gets of a pre-training model: its base model (TaCL: its student's), out of a PeftModel."""
+    model = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return getattr(model, "student", model).base_model
+
+
+class DiagnosticsCallback(TrainerCallback):
+    """Every `every` steps and at the last, the papers' diagnostics of the encoder on a fixed probe set of held-out sentences
+    (`hf_encoders.analysis.layerwise_report`, 15% of real tokens masked for the "with [MASK]" rank), added to that
+    step's training log: the last layer's `self_similarity`, `effective_rank` and `effective_rank_with_mask`, and
+    every layer's as `<name>/layer_<l>` (0: embeddings). `hf_encoders.analysis.plot_training_diagnostics` draws them.
+
+    The probe runs the encoder inside the model (not the pre-training model's forward, so no loss is recorded), in
+    eval mode and inference mode with its own generator: the run trains exactly as without it. It runs on the main
+    process, while the other ranks go on to the next step, which waits for it.
+    """
+
+    def __init__(self, every: int, tokenizer, sentences: list[str], max_length: int = 128):
+        if every < 1:
+            raise ValueError(f"--diagnostics_steps must be a positive number of steps, got {every}.")
+        if not sentences:
+            raise ValueError("The diagnostics need a probe set of sentences; none was given.")
+        self.every, self.tokenizer, self.sentences, self.max_length = every, tokenizer, sentences, max_length
+        self._measures: dict[str, float] = {}
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if not (due(state.global_step, self.every) or state.global_step == state.max_steps):
+            return
+        control.should_log = True  # every rank: the training log reduces the loss over the ranks
+        if state.is_world_process_zero:
+            self._measures = self.measure(model)
+
+    def measure(self, model) -> dict[str, float]:
+        report = layerwise_report(
+            probed_encoder(model), self.tokenizer, self.sentences, max_length=self.max_length, progress=False
+        )
+        measures = {}
+        for name in TRAINING_DIAGNOSTICS:
+            per_layer = getattr(report, name)
+            measures[name] = per_layer[-1]
+            measures.update({f"{name}/layer_{layer}": value for layer, value in enumerate(per_layer)})
+        return measures
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self._measures and "loss" in (logs or {}):
+            add_to_log(state, logs, self._measures)
+            self._measures = {}
 
 
 # Dense bf16 tensor-core peaks (TFLOP/s, no sparsity), by a name `torch.cuda.get_device_name` contains.
@@ -195,7 +285,7 @@ class PhaseScheduleCallback(TrainerCallback):
 
     Logging: a log is forced on the last step of every phase, so no logging window mixes objectives, and each
     training log gets `clm_loss` or `mlm_loss` (equal to that window's `loss`, the cross-rank mean Trainer computed)
-    so the two curves stay separate. The key reaches `state.log_history` (trainer_state.json) and every callback
+    so the two curves stay separate; an evaluation log gets `eval_clm_loss` or `eval_mlm_loss` likewise. The key reaches `state.log_history` (trainer_state.json) and every callback
     after this one, including the progress bar and printer; reporting integrations (TensorBoard, W&B) run before user
     callbacks, so insert this callback first (`trainer.callback_handler.callbacks.insert(0, callback)`) for them.
 
@@ -297,14 +387,11 @@ class PhaseScheduleCallback(TrainerCallback):
             control.should_log = True
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs is None or "loss" not in logs:
-            return
-        key = f"{self.objective_at(state.global_step - 1, state.max_steps)}_loss"
-        logs[key] = logs["loss"]
-        # Trainer appended a copy of these logs to the history just before calling us.
-        record = state.log_history[-1] if state.log_history else {}
-        if record.get("step") == state.global_step and "loss" in record:
-            record[key] = logs["loss"]
+        # The objective of the step just taken: the one a training log covers, and the one an evaluation ran with.
+        objective = self.objective_at(state.global_step - 1, state.max_steps)
+        for loss in ("loss", "eval_loss"):
+            if loss in (logs or {}):
+                add_to_log(state, logs, {loss.replace("loss", f"{objective}_loss"): logs[loss]})
 
 
 HINTS = (
@@ -524,6 +611,38 @@ class CompleteUploadCallback(TrainerCallback):
             custom_object_save(model, output_dir)
         if self.write_card is not None:
             self.write_card(output_dir, state)
+
+
+class CheckpointBranchCallback(TrainerCallback):
+    """With `push_to_hub`, each checkpoint's model also goes to a branch of the repository named after its step
+    (`step-1000`), with its card, so `from_pretrained(repo, revision="step-1000")` loads the model as it was then.
+    Trainer's own mid-training push only ever replaces main. The optimizer and RNG states stay local (a branch is
+    for loading, not resuming; `hub_strategy="checkpoint"` pushes those). Uploads run in the background and are
+    waited for when training ends, before the final push.
+    """
+
+    def __init__(self, repo_id: str, write_card: Callable[[Path, TrainerState], object] | None = None):
+        self.repo_id, self.write_card = repo_id, write_card
+        self.uploads = []
+
+    @staticmethod
+    def branch(step: int) -> str:
+        return f"step-{step}"
+
+    def on_save(self, args, state, control, **kwargs):
+        if not (args.push_to_hub and state.is_world_process_zero):
+            return
+        branch = self.branch(state.global_step)
+        output_dir = Path(args.output_dir)
+        staged = stage_checkpoint_model(output_dir / f"checkpoint-{state.global_step}", output_dir / f"_{branch}")
+        if self.write_card is not None:
+            self.write_card(staged, state)
+        self.uploads.append(push_branch(self.repo_id, staged, branch, token=args.hub_token))
+
+    def on_train_end(self, args, state, control, **kwargs):
+        for upload in self.uploads:
+            upload.result()  # an upload's error surfaces here, before the run reports success
+        self.uploads = []
 
 
 class MaskingEpochCallback(TrainerCallback):

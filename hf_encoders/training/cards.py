@@ -22,8 +22,14 @@ def training_summary(state: TrainerState, tokens_per_step: int | None = None) ->
     lines = [f"- optimizer steps: {state.global_step}"]
     if tokens_per_step:
         lines.append(f"- tokens seen: about {state.global_step * tokens_per_step:,}")
-    for term, (steps, values) in loss_series(state.log_history).items():
-        lines.append(f"- final {term.replace('_', ' ')}: {values[-1]:.4f} (step {steps[-1]})")
+    for evaluation in (False, True):
+        for term, (steps, values) in loss_series(state.log_history, evaluation).items():
+            name = f"validation {term.removeprefix('eval_')}" if evaluation else term
+            lines.append(f"- final {name.replace('_', ' ')}: {values[-1]:.4f} (step {steps[-1]})")
+    perplexities = [entry for entry in state.log_history if "eval_perplexity" in entry]
+    if perplexities:
+        last = perplexities[-1]
+        lines.append(f"- final validation perplexity: {last['eval_perplexity']:.2f} (step {last['step']})")
     for measure, label, shown in (
         ("tokens_per_second", "real tokens per second", "{:,.0f}"),
         ("mfu", "model FLOPs utilisation", "{:.3f}"),

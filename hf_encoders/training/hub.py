@@ -1,10 +1,22 @@
-"""The final Hub push of `hf-encoders pretrain` (mid-training pushes are completed by `CompleteUploadCallback`)."""
+"""Hub pushes of `hf-encoders pretrain`: the final one (mid-training ones are completed by `CompleteUploadCallback`),
+and each checkpoint's model on a branch of its own (`CheckpointBranchCallback`).
 
-from huggingface_hub import HfApi
+Every call goes through transformers' shared `hf_api()`, the client Trainer pushes with.
+"""
+
+import os
+import shutil
+from concurrent.futures import Future
+from fnmatch import fnmatch
+from pathlib import Path
+
 from transformers import Trainer
+from transformers.utils.hub import hf_api
 
 # What Trainer never uploads: private files and the local checkpoint folders.
 UPLOAD_IGNORE_PATTERNS = ["_*", "checkpoint-*"]
+# What a checkpoint holds only to resume training; a step's branch carries the model, not these.
+RESUME_STATE = ["optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state*.pth"]
 
 
 def push_output_dir(trainer: Trainer, commit_message: str = "End of training") -> str:
@@ -12,7 +24,7 @@ def push_output_dir(trainer: Trainer, commit_message: str = "End of training") -
     if trainer.push_in_progress is not None:
         trainer.push_in_progress.wait_until_done()
     args = trainer.args
-    return HfApi().upload_folder(
+    return hf_api().upload_folder(
         repo_id=trainer.hub_model_id,
         folder_path=args.output_dir,
         commit_message=commit_message,
@@ -20,3 +32,31 @@ def push_output_dir(trainer: Trainer, commit_message: str = "End of training") -
         revision=args.hub_revision,
         ignore_patterns=UPLOAD_IGNORE_PATTERNS,
     )
+
+
+def stage_checkpoint_model(checkpoint: Path, staging: Path) -> Path:
+    """The model files of `checkpoint` (config, weights, code, tokenizer, trainer_state.json) hard-linked into
+    `staging`: an upload running in the background still has them when Trainer rotates the checkpoint away, and
+    linking copies no bytes. The card is left out, for the caller to write afresh (writing into a link would
+    change the checkpoint's file)."""
+    staging.mkdir(parents=True, exist_ok=True)
+    for file in checkpoint.iterdir():
+        if file.is_file() and file.name != "README.md" and not any(fnmatch(file.name, p) for p in RESUME_STATE):
+            os.link(file, staging / file.name)
+    return staging
+
+
+def push_branch(repo_id: str, folder: Path, branch: str, token: str | None = None) -> Future:
+    """Upload `folder` to `branch` of `repo_id` (created from main if new) in the background; the folder is removed
+    once the upload is done."""
+    hf_api().create_branch(repo_id, branch=branch, token=token, exist_ok=True)
+    upload = hf_api().upload_folder(
+        repo_id=repo_id,
+        folder_path=str(folder),
+        commit_message=f"Checkpoint {branch}",
+        revision=branch,
+        token=token,
+        run_as_future=True,
+    )
+    upload.add_done_callback(lambda _: shutil.rmtree(folder, ignore_errors=True))
+    return upload

@@ -13,12 +13,16 @@ import torch
 from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 from transformers.utils import logging
 
+from ..analysis import plot_training_diagnostics
 from ..data.corpus import load_documents
 from .arguments import PretrainArguments
 from .callbacks import (
+    CheckpointBranchCallback,
     CompleteUploadCallback,
+    DiagnosticsCallback,
     MaskingEpochCallback,
     NonFiniteLossCallback,
+    PerplexityCallback,
     PreemptionCallback,
     ThroughputCallback,
 )
@@ -27,6 +31,13 @@ from .hub import push_output_dir
 from .loss_curves import plot_loss_curves
 from .recipes import get_recipe
 from .resume import resolve_resume
+from .validation import (
+    PretrainingTrainer,
+    check_validation_arguments,
+    probe_sentences,
+    split_validation,
+    validation_collator,
+)
 
 logger = logging.get_logger(__name__)
 
@@ -92,23 +103,28 @@ def build_trainer(
         raise ValueError(f"--output_dir {output_dir} is a file; pass a folder (it is created if it does not exist).")
     recipe = get_recipe(args.method)
     recipe.check_arguments(args)
+    check_validation_arguments(args, training_args)
     set_seed(training_args.seed)  # before the model is built, so two runs with one seed start from the same weights
     documents = load_documents(
         args.corpus, dataset_config=args.dataset_config, text_column=args.text_column, streaming=args.streaming
     )
     if args.max_documents is not None:
         documents = documents.take(args.max_documents)
+    documents, validation_documents = split_validation(documents, args, seed=training_args.seed)
     tokenizer = shared_tokenizer(recipe, args, training_args, documents)
     model = recipe.build_model(args, tokenizer)
     check_mask_token(model, tokenizer)
     collator = recipe.build_collator(args, tokenizer)
     # Masks from (seed, epoch, batch): a resumed run masks exactly as the uninterrupted one (data/reproducible_masking).
     collator.seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
-    trainer = Trainer(
+    evaluates = training_args.eval_strategy != "no"
+    trainer = PretrainingTrainer(
         model=model,
         args=training_args,
         train_dataset=recipe.build_dataset(args, tokenizer, documents),
+        eval_dataset=recipe.build_dataset(args, tokenizer, validation_documents) if evaluates else None,
         data_collator=collator,
+        eval_data_collator=validation_collator(collator),
         processing_class=tokenizer,
         callbacks=[
             MaskingEpochCallback(collator),
@@ -118,8 +134,20 @@ def build_trainer(
         ],
     )
     # Trainer puts the reporting integrations (TensorBoard, W&B, trackio, MLflow) before the callbacks it is given;
-    # the method's callbacks add their loss terms, and the throughput, to each log: first, for every tracker to see.
-    trainer.callback_handler.callbacks[:0] = [*recipe.callbacks(args), ThroughputCallback(args.peak_tflops)]
+    # these add loss terms, perplexity, diagnostics and throughput to the logs: first, for every tracker to see.
+    diagnostics = []
+    if args.diagnostics_steps is not None:
+        probe = probe_sentences(validation_documents, args.diagnostics_sentences)
+        diagnostics.append(DiagnosticsCallback(args.diagnostics_steps, tokenizer, probe, max_length=args.block_size))
+    trainer.callback_handler.callbacks[:0] = [
+        *recipe.callbacks(args),
+        PerplexityCallback(recipe.perplexity_loss),
+        *diagnostics,
+        ThroughputCallback(args.peak_tflops),
+    ]
+    if training_args.push_to_hub:  # Trainer has created the repository, and knows its id, by now
+        write_card = partial(card_writer(recipe, args, training_args), model_id=trainer.hub_model_id)
+        trainer.add_callback(CheckpointBranchCallback(trainer.hub_model_id, write_card))
     return trainer
 
 
@@ -145,6 +173,8 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
         log_history = trainer.state.log_history
         (output_dir / "log_history.json").write_text(json.dumps(log_history, indent=1))
         plot_loss_curves({recipe.name: log_history}, output_dir / "loss_curve.png")
+        if args.diagnostics_steps is not None:
+            plot_training_diagnostics(log_history, output_dir / "diagnostics.png")
         write_card = card_writer(recipe, args, training_args)
         write_card(output_dir, trainer.state)
         # Before the push, so that what the output folder's card describes (TaCL: a training state and its

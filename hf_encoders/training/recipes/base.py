@@ -18,6 +18,8 @@ from ...families import Family, load
 class Recipe:
     # The pipeline tag the output folder's model card declares.
     pipeline_tag: str | None = "fill-mask"
+    # The evaluation log's language-modelling loss, whose exp is `eval_perplexity`.
+    perplexity_loss = "eval_loss"
 
     def __init__(self, family: Family):
         self.family = family

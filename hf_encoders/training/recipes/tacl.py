@@ -21,6 +21,7 @@ STUDENT_FOLDER = "student"
 class TaclRecipe(Recipe):
     # The output folder is a training state, which no pipeline runs; its student is a fill-mask model.
     pipeline_tag = None
+    perplexity_loss = "eval_mlm_loss"  # eval_loss adds the contrastive and NSP terms
 
     def check_arguments(self, args) -> None:
         super().check_arguments(args)

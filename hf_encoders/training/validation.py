@@ -1,0 +1,124 @@
+"""Validation during pre-training: documents held out whole, masked the same way at every evaluation.
+
+Held-out DOCUMENTS, not blocks: packing cuts a document into blocks, and a block of a document whose other blocks
+are trained on is not held out. The training documents keep their order, so a run with a validation split trains on
+the same sequence of blocks as one without, minus the held-out documents.
+"""
+
+import copy
+
+import numpy as np
+from datasets import Dataset, IterableDataset
+from transformers import Trainer
+
+from ..data.corpus import load_documents
+from ..data.sentences import documents_to_sentences
+
+
+def check_validation_arguments(args, training_args) -> None:
+    """Refuse a validation set nobody evaluates, and an evaluation schedule without a validation set."""
+    if args.validation_split_percentage is not None and args.validation_file is not None:
+        raise ValueError("Pass one validation set: --validation_split_percentage or --validation_file, not both.")
+    percentage = args.validation_split_percentage
+    if percentage is not None and not 0 < percentage <= 50:
+        raise ValueError(
+            f"--validation_split_percentage {percentage:g} is outside (0, 50]: it is the share of the corpus's "
+            "documents held out for validation, e.g. 5."
+        )
+    has_validation = percentage is not None or args.validation_file is not None
+    evaluates = training_args.eval_strategy != "no"
+    if args.diagnostics_steps is not None:
+        check_diagnostics_arguments(args, training_args, has_validation)
+    elif has_validation and not evaluates:
+        raise ValueError(
+            "A validation set is evaluated on Trainer's schedule, which is off: add --eval_strategy steps "
+            "--eval_steps N (or --eval_strategy epoch)."
+        )
+    if evaluates and not has_validation:
+        raise ValueError(
+            f"--eval_strategy {training_args.eval_strategy} needs a validation set: add --validation_split_percentage "
+            "N (held-out documents of the corpus) or --validation_file PATH."
+        )
+
+
+def check_diagnostics_arguments(args, training_args, has_validation: bool) -> None:
+    if args.diagnostics_steps < 1 or args.diagnostics_sentences < 1:
+        raise ValueError(
+            f"--diagnostics_steps ({args.diagnostics_steps}) and --diagnostics_sentences "
+            f"({args.diagnostics_sentences}) must be positive."
+        )
+    if not has_validation:
+        raise ValueError(
+            "--diagnostics_steps probes sentences the model never trains on, taken from the validation set: add "
+            "--validation_split_percentage N or --validation_file PATH."
+        )
+    if training_args.fsdp or training_args.deepspeed:
+        raise ValueError(
+            "--diagnostics_steps runs the encoder on the main process alone, which a sharded model (FSDP, DeepSpeed) "
+            "cannot do; drop it and run `hf-encoders analyze` on the saved checkpoints."
+        )
+
+
+def probe_sentences(documents: Dataset, count: int) -> list[str]:
+    """The first `count` sentences of the validation documents: the probe set of `--diagnostics_steps`."""
+    sentences = [sentence for document in documents_to_sentences(documents) for sentence in document][:count]
+    if len(sentences) < 2:
+        raise ValueError(
+            f"The validation set holds {len(sentences)} sentence(s); --diagnostics_steps needs at least 2 to measure "
+            "self-similarity and rank. Hold out more documents (--validation_split_percentage) or pass a longer "
+            "--validation_file."
+        )
+    return sentences
+
+
+def split_validation(
+    documents: Dataset | IterableDataset, args, seed: int
+) -> tuple[Dataset | IterableDataset, Dataset | IterableDataset | None]:
+    """(training documents, validation documents or None) as `--validation_file` or `--validation_split_percentage`
+    ask: the held-out documents are drawn with `seed`, so every process of a run holds out the same ones."""
+    if args.validation_file is not None:
+        return documents, load_documents(args.validation_file, text_column=args.text_column)
+    if args.validation_split_percentage is None:
+        return documents, None
+    if not isinstance(documents, Dataset):
+        raise ValueError(
+            "--validation_split_percentage holds out a share of a corpus of known size; a streamed corpus has "
+            "none. Pass --validation_file PATH instead."
+        )
+    count = len(documents)
+    held_out = int(np.ceil(count * args.validation_split_percentage / 100))
+    if held_out >= count:
+        raise ValueError(
+            f"The corpus has {count} document(s): too few to hold {args.validation_split_percentage:g}% out and "
+            "train on the rest. Use a larger corpus or pass --validation_file PATH."
+        )
+    is_held_out = np.zeros(count, dtype=bool)
+    is_held_out[np.random.default_rng(seed).choice(count, held_out, replace=False)] = True
+    return documents.select(np.flatnonzero(~is_held_out)), documents.select(np.flatnonzero(is_held_out))
+
+
+def validation_collator(collator):
+    """The training collator with its masking epoch frozen: masks are a function of (seed, epoch, tokens)
+    (data/reproducible_masking.py), so every evaluation masks the validation set identically."""
+    frozen = copy.copy(collator)
+    frozen.epoch = 0
+    return frozen
+
+
+class PretrainingTrainer(Trainer):
+    """`Trainer` whose evaluations collate with their own collator (`eval_data_collator`), whose masks do not move
+    with the training epoch, so the validation curve compares like with like."""
+
+    def __init__(self, *args, eval_data_collator=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.eval_data_collator = eval_data_collator
+
+    def get_eval_dataloader(self, eval_dataset=None):
+        if self.eval_data_collator is None:
+            return super().get_eval_dataloader(eval_dataset)
+        # Trainer builds every loader from `self.data_collator`; lend it the evaluation's for this one.
+        training_collator, self.data_collator = self.data_collator, self.eval_data_collator
+        try:
+            return super().get_eval_dataloader(eval_dataset)
+        finally:
+            self.data_collator = training_collator
