@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 
 import torch
-from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
+from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments, set_seed
 from transformers.utils import logging
 
 from ..analysis import plot_training_diagnostics
@@ -85,6 +85,16 @@ def shared_tokenizer(recipe, args: PretrainArguments, training_args: TrainingArg
         return recipe.build_tokenizer(replace(args, tokenizer_name=str(folder)), documents)
 
 
+def measuring_callbacks(recipe, args: PretrainArguments, tokenizer, validation_documents) -> list[TrainerCallback]:
+    """The callbacks that add measures to the logs: the method's loss terms, the perplexity, the diagnostics (on
+    the validation set's first sentences) and the throughput, in that order (the perplexity reads TaCL's term)."""
+    callbacks = [*recipe.callbacks(args), PerplexityCallback(recipe.perplexity_loss)]
+    if args.diagnostics_steps is not None:
+        probe = probe_sentences(validation_documents, args.diagnostics_sentences)
+        callbacks.append(DiagnosticsCallback(args.diagnostics_steps, tokenizer, probe, max_length=args.block_size))
+    return [*callbacks, ThroughputCallback(args.peak_tflops)]
+
+
 def build_trainer(
     args: PretrainArguments, training_args: TrainingArguments, resume_from_checkpoint: str | None = None
 ) -> Trainer:
@@ -134,17 +144,8 @@ def build_trainer(
         ],
     )
     # Trainer puts the reporting integrations (TensorBoard, W&B, trackio, MLflow) before the callbacks it is given;
-    # these add loss terms, perplexity, diagnostics and throughput to the logs: first, for every tracker to see.
-    diagnostics = []
-    if args.diagnostics_steps is not None:
-        probe = probe_sentences(validation_documents, args.diagnostics_sentences)
-        diagnostics.append(DiagnosticsCallback(args.diagnostics_steps, tokenizer, probe, max_length=args.block_size))
-    trainer.callback_handler.callbacks[:0] = [
-        *recipe.callbacks(args),
-        PerplexityCallback(recipe.perplexity_loss),
-        *diagnostics,
-        ThroughputCallback(args.peak_tflops),
-    ]
+    # these add to the logs, so they go first, for every tracker to see what they add.
+    trainer.callback_handler.callbacks[:0] = measuring_callbacks(recipe, args, tokenizer, validation_documents)
     if training_args.push_to_hub:  # Trainer has created the repository, and knows its id, by now
         write_card = partial(card_writer(recipe, args, training_args), model_id=trainer.hub_model_id)
         trainer.add_callback(CheckpointBranchCallback(trainer.hub_model_id, write_card))
