@@ -19,6 +19,7 @@ from transformers import AutoModelForMaskedLM, Trainer, TrainingArguments
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.callbacks import CompleteUploadCallback
 from hf_encoders.training.cards import write_model_card
+from hf_encoders.training.hub import stage_checkpoint_model
 from hf_encoders.training.pretrain import pretrain
 from hf_encoders.training.recipes import get_recipe
 from tests.helpers import auto_map_classes, model_folder_files, run_in_fresh_process
@@ -156,3 +157,22 @@ def test_every_checkpoint_is_pushed_to_a_branch_named_after_its_step(tmp_path, h
     assert not torch.equal(first.lm_head.dense.weight, last.lm_head.dense.weight)  # two steps apart
     torch.testing.assert_close(AutoModelForMaskedLM.from_pretrained(hub.root).state_dict(), last.state_dict())
     assert not list(result.output_dir.glob("_step-*"))  # the staged copies are gone once uploaded
+
+
+@pytest.mark.parametrize("links", [True, False])
+def test_a_staged_checkpoint_holds_the_model_and_outlives_the_checkpoint(links, tmp_path, monkeypatch):
+    def no_hard_links(source, target):
+        raise OSError(f"{target}: hard links are not supported here")
+
+    if not links:  # a file system without hard links: the files are copied instead
+        monkeypatch.setattr(os, "link", no_hard_links)
+    checkpoint = tmp_path / "checkpoint-7"
+    checkpoint.mkdir()
+    names = ["config.json", "model.safetensors", "trainer_state.json", "optimizer.pt", "rng_state_1.pth", "README.md"]
+    for name in names:
+        (checkpoint / name).write_text(name)
+    staged = stage_checkpoint_model(checkpoint, tmp_path / "_step-7")
+    shutil.rmtree(checkpoint)  # what save_total_limit does while the upload runs
+    assert {file.name: file.read_text() for file in staged.iterdir()} == {
+        name: name for name in ("config.json", "model.safetensors", "trainer_state.json")
+    }

@@ -37,12 +37,15 @@ def push_output_dir(trainer: Trainer, commit_message: str = "End of training") -
 def stage_checkpoint_model(checkpoint: Path, staging: Path) -> Path:
     """The model files of `checkpoint` (config, weights, code, tokenizer, trainer_state.json) hard-linked into
     `staging`: an upload running in the background still has them when Trainer rotates the checkpoint away, and
-    linking copies no bytes. The card is left out, for the caller to write afresh (writing into a link would
+    linking copies no bytes (files are copied where the file system has no hard links). The card is left out, for the caller to write afresh (writing into a link would
     change the checkpoint's file)."""
     staging.mkdir(parents=True, exist_ok=True)
     for file in checkpoint.iterdir():
         if file.is_file() and file.name != "README.md" and not any(fnmatch(file.name, p) for p in RESUME_STATE):
-            os.link(file, staging / file.name)
+            try:
+                os.link(file, staging / file.name)
+            except OSError:  # a file system without hard links (some network and FUSE mounts)
+                shutil.copy2(file, staging / file.name)
     return staging
 
 
