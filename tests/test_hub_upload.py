@@ -176,3 +176,32 @@ def test_a_staged_checkpoint_holds_the_model_and_outlives_the_checkpoint(links, 
     assert {file.name: file.read_text() for file in staged.iterdir()} == {
         name: name for name in ("config.json", "model.safetensors", "trainer_state.json")
     }
+
+
+class HubRefusingBranches(LocalHub):
+    def upload_folder(self, folder_path, revision=None, **kwargs):
+        if revision not in (None, "main"):
+            raise ConnectionError("the Hub is having a bad day")
+        return super().upload_folder(folder_path, revision=revision, **kwargs)
+
+
+def test_a_failed_branch_push_is_reported_and_the_run_still_ends_properly(tmp_path, monkeypatch, caplog):
+    hub = HubRefusingBranches(tmp_path / "hub")
+    monkeypatch.setattr(transformers.utils.hub, "_hf_api", hub)
+    args = PretrainArguments(method="mae_lm", max_documents=20, block_size=32, vocab_size=200)
+    training_args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        max_steps=2,
+        save_steps=1,
+        per_device_train_batch_size=4,
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+        push_to_hub=True,
+        hub_model_id="someone/tiny-mae-lm",
+    )
+    with caplog.at_level("WARNING"):
+        result = pretrain(args, training_args)
+    assert "Could not push step-1 to someone/tiny-mae-lm (the Hub is having a bad day)" in caplog.text
+    assert (result.output_dir / "README.md").exists() and (hub.root / "model.safetensors").exists()  # final push
+    assert not list(result.output_dir.glob("_step-*"))

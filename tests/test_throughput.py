@@ -2,10 +2,11 @@
 does) over the time between logs, and `mfu` follows from it, the model's parameters and the peak."""
 
 from itertools import pairwise
+from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import TrainingArguments
+from transformers import TrainerState, TrainingArguments
 
 from hf_encoders.training import callbacks
 from hf_encoders.training.arguments import PretrainArguments
@@ -71,3 +72,18 @@ def test_frozen_parameters_count_a_forward_only():
 def test_a_peak_must_be_positive():
     with pytest.raises(ValueError, match="--peak_tflops must be positive"):
         ThroughputCallback(peak_tflops=0)
+
+
+def test_evaluation_and_probe_time_is_not_counted_as_training_time(monkeypatch):
+    clock = iter([100.0, 110.0])  # train begins; the training log comes 10 s later
+    monkeypatch.setattr(callbacks, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    callback, state = ThroughputCallback(), TrainerState()
+    args = SimpleNamespace(device="cpu", world_size=1)
+    callback.on_train_begin(args, state, None)
+    callback._tokens = torch.tensor(1000)
+    state.log_history = [{"eval_loss": 1.0, "eval_runtime": 6.0}]
+    callback.on_log(args, state, None, logs=dict(state.log_history[-1]))
+    state.log_history = [{"loss": 1.0, "diagnostics_runtime": 2.0}]
+    logs = dict(state.log_history[-1])
+    callback.on_log(args, state, None, logs=logs)
+    assert logs["tokens_per_second"] == 500.0  # 1000 tokens in 10 - 6 - 2 seconds

@@ -15,7 +15,12 @@ from hf_encoders.data.corpus import load_documents
 from hf_encoders.families import FAMILIES
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.pretrain import build_trainer, pretrain
-from hf_encoders.training.validation import check_validation_arguments, probe_sentences, split_validation
+from hf_encoders.training.validation import (
+    check_validation_arguments,
+    check_validation_examples,
+    probe_sentences,
+    split_validation,
+)
 from tests.helpers import tiny_run_arguments, tiny_training_arguments
 from tests.tiny_models import save_tiny_bert
 
@@ -92,7 +97,12 @@ def schedule(eval_strategy="steps", fsdp="", deepspeed=None):
         ({"validation_split_percentage": 51}, schedule(), r"--validation_split_percentage 51 is outside \(0, 50\]"),
         ({"validation_file": "v.txt"}, schedule(), "Pass one validation set"),
         ({}, schedule("no"), "evaluated on Trainer's schedule, which is off: add --eval_strategy steps"),
-        ({"validation_split_percentage": None}, schedule(), "--eval_strategy steps needs a validation set"),
+        ({"validation_split_percentage": None}, schedule(), "evaluation schedule .* needs a validation set"),
+        (
+            {"validation_split_percentage": None},
+            SimpleNamespace(eval_strategy="no", eval_on_start=True, fsdp="", deepspeed=None),
+            r"\(--eval_strategy, --eval_on_start\) needs a validation set",
+        ),
         ({"diagnostics_steps": 0}, schedule(), r"--diagnostics_steps \(0\) and --diagnostics_sentences"),
         ({"diagnostics_steps": 5, "diagnostics_sentences": 0}, schedule(), "must be positive"),
         (
@@ -125,6 +135,11 @@ def test_a_streamed_corpus_needs_a_validation_file():
     streamed = Dataset.from_dict({"text": ["a.", "b."]}).to_iterable_dataset()
     with pytest.raises(ValueError, match=r"a streamed corpus has none\. Pass --validation_file PATH"):
         split_validation(streamed, args, seed=0)
+
+
+def test_a_validation_set_too_short_for_one_example_is_named():
+    with pytest.raises(ValueError, match="The validation documents make no example"):
+        check_validation_examples(Dataset.from_dict({"input_ids": []}))
 
 
 def test_a_probe_set_needs_two_sentences():

@@ -17,6 +17,7 @@ is, not what the run was doing when it was saved.
 """
 
 import math
+import shutil
 import signal
 import threading
 import time
@@ -27,6 +28,8 @@ import torch
 from transformers import TrainerCallback, TrainerState
 from transformers.dynamic_module_utils import custom_object_save
 from transformers.trainer_pt_utils import find_batch_size
+from transformers.trainer_utils import HubStrategy
+from transformers.utils import logging
 
 from ..analysis import layerwise_report
 from ..analysis.plots import TRAINING_DIAGNOSTICS
@@ -34,6 +37,8 @@ from ..data.reproducible_masking import ReproducibleMaskingMixin
 from ..errors import NonFiniteLossError
 from ..models.biphasic.configuration_biphasic import OBJECTIVES
 from .hub import push_branch, stage_checkpoint_model
+
+logger = logging.get_logger(__name__)
 
 
 def add_to_log(state: TrainerState, logs: dict, measures: dict) -> None:
@@ -189,7 +194,9 @@ class DiagnosticsCallback(TrainerCallback):
             return
         control.should_log = True  # every rank: the training log reduces the loss over the ranks
         if state.is_world_process_zero:
+            started = time.perf_counter()
             self._measures = self.measure(model)
+            self._measures["diagnostics_runtime"] = round(time.perf_counter() - started, 4)
 
     def measure(self, model) -> dict[str, float]:
         report = layerwise_report(
@@ -214,7 +221,8 @@ PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}
 
 class ThroughputCallback(TrainingForwardsCallback):
     """Adds `tokens_per_second` to every training log: real tokens (the attention mask's, padding excluded) of the
-    training forwards since the previous log, summed over processes, over the wall-clock time between the logs.
+    training forwards since the previous log, summed over processes, over the wall-clock time between the logs less
+    the evaluations' and diagnostics' (their logs' `eval_runtime` and `diagnostics_runtime`).
     With the device's dense peak known (`peak_tflops`, else `PEAK_TFLOPS` for the GPU in use) it adds `mfu`:
     model FLOPs per second over the peak of all processes, counting 6 FLOPs per trained parameter and token and 2 per
     frozen one (TaCL's teacher). That is the usual approximation: attention scores, and the [MASK] positions MAE-LM's
@@ -226,11 +234,11 @@ class ThroughputCallback(TrainingForwardsCallback):
             raise ValueError(f"--peak_tflops must be positive (the device's dense TFLOP/s), got {peak_tflops}.")
         self.peak_tflops = peak_tflops
         self._tokens = None
-        self._since = 0.0
+        self._since = self._not_training = 0.0
         self.flops_per_token = 0
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        self._tokens, self._since = None, time.perf_counter()
+        self._tokens, self._since, self._not_training = None, time.perf_counter(), 0.0
         parameters = model.parameters() if model is not None else ()
         self.flops_per_token = sum(p.numel() * (6 if p.requires_grad else 2) for p in parameters)
         if self.peak_tflops is None and torch.cuda.is_available():
@@ -246,15 +254,19 @@ class ThroughputCallback(TrainingForwardsCallback):
         self._tokens = count.detach() if self._tokens is None else self._tokens + count.detach()
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs is None or "loss" not in logs:
+        logs = logs or {}
+        # Time spent evaluating (after the previous training log) or probing is not training time.
+        self._not_training += logs.get("eval_runtime", 0.0) + logs.get("diagnostics_runtime", 0.0)
+        if "loss" not in logs:
             return
         now = time.perf_counter()
         tokens = self._tokens if self._tokens is not None else torch.zeros((), device=args.device)
-        per_second = float(reduced_over_ranks(tokens.to(args.device))) / max(now - self._since, 1e-9)
+        training_seconds = max(now - self._since - self._not_training, 1e-9)
+        per_second = float(reduced_over_ranks(tokens.to(args.device))) / training_seconds
         measures = {"tokens_per_second": round(per_second, 1)}
         if self.peak_tflops:
             measures["mfu"] = round(per_second * self.flops_per_token / (self.peak_tflops * 1e12 * args.world_size), 4)
-        self._tokens, self._since = None, now
+        self._tokens, self._since, self._not_training = None, now, 0.0
         add_to_log(state, logs, measures)
 
 
@@ -630,18 +642,25 @@ class CheckpointBranchCallback(TrainerCallback):
         return f"step-{step}"
 
     def on_save(self, args, state, control, **kwargs):
-        if not (args.push_to_hub and state.is_world_process_zero):
+        if not (args.push_to_hub and state.is_world_process_zero) or args.hub_strategy == HubStrategy.END:
             return
         branch = self.branch(state.global_step)
         output_dir = Path(args.output_dir)
         staged = stage_checkpoint_model(output_dir / f"checkpoint-{state.global_step}", output_dir / f"_{branch}")
         if self.write_card is not None:
             self.write_card(staged, state)
-        self.uploads.append(push_branch(self.repo_id, staged, branch, token=args.hub_token))
+        try:
+            self.uploads.append((branch, push_branch(self.repo_id, staged, branch, token=args.hub_token)))
+        except Exception as error:  # a Hub hiccup must not end a run whose checkpoint is safe on disk
+            shutil.rmtree(staged, ignore_errors=True)
+            logger.warning(f"Could not push {branch} to {self.repo_id} ({error}); the checkpoint is kept locally.")
 
     def on_train_end(self, args, state, control, **kwargs):
-        for upload in self.uploads:
-            upload.result()  # an upload's error surfaces here, before the run reports success
+        # Waited for before the final push; a failed upload is reported, not raised: the run's end (final model,
+        # card, push) matters more than one intermediate branch.
+        for branch, upload in self.uploads:
+            if upload.exception() is not None:
+                logger.warning(f"Pushing {branch} to {self.repo_id} failed: {upload.exception()}")
         self.uploads = []
 
 

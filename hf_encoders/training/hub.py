@@ -39,7 +39,8 @@ def stage_checkpoint_model(checkpoint: Path, staging: Path) -> Path:
     `staging`: an upload running in the background still has them when Trainer rotates the checkpoint away, and
     linking copies no bytes (files are copied where the file system has no hard links). The card is left out, for the caller to write afresh (writing into a link would
     change the checkpoint's file)."""
-    staging.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(staging, ignore_errors=True)  # a crashed run's leftover: never write through its links
+    staging.mkdir(parents=True)
     for file in checkpoint.iterdir():
         if file.is_file() and file.name != "README.md" and not any(fnmatch(file.name, p) for p in RESUME_STATE):
             try:

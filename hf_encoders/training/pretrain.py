@@ -34,6 +34,8 @@ from .resume import resolve_resume
 from .validation import (
     PretrainingTrainer,
     check_validation_arguments,
+    check_validation_examples,
+    evaluates_during_training,
     probe_sentences,
     split_validation,
     validation_collator,
@@ -127,12 +129,15 @@ def build_trainer(
     collator = recipe.build_collator(args, tokenizer)
     # Masks from (seed, epoch, batch): a resumed run masks exactly as the uninterrupted one (data/reproducible_masking).
     collator.seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
-    evaluates = training_args.eval_strategy != "no"
+    eval_dataset = None
+    if evaluates_during_training(training_args):
+        eval_dataset = recipe.build_dataset(args, tokenizer, validation_documents)
+        check_validation_examples(eval_dataset)
     trainer = PretrainingTrainer(
         model=model,
         args=training_args,
         train_dataset=recipe.build_dataset(args, tokenizer, documents),
-        eval_dataset=recipe.build_dataset(args, tokenizer, validation_documents) if evaluates else None,
+        eval_dataset=eval_dataset,
         data_collator=collator,
         eval_data_collator=validation_collator(collator),
         processing_class=tokenizer,
@@ -174,7 +179,7 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
         log_history = trainer.state.log_history
         (output_dir / "log_history.json").write_text(json.dumps(log_history, indent=1))
         plot_loss_curves({recipe.name: log_history}, output_dir / "loss_curve.png")
-        if args.diagnostics_steps is not None:
+        if any("self_similarity" in entry for entry in log_history):  # none if the data ran out before a probe
             plot_training_diagnostics(log_history, output_dir / "diagnostics.png")
         write_card = card_writer(recipe, args, training_args)
         write_card(output_dir, trainer.state)

@@ -12,7 +12,7 @@ from datasets import Dataset, IterableDataset
 from transformers import Trainer
 
 from ..data.corpus import load_documents
-from ..data.sentences import documents_to_sentences
+from ..data.sentences import split_sentences
 
 
 def check_validation_arguments(args, training_args) -> None:
@@ -26,7 +26,7 @@ def check_validation_arguments(args, training_args) -> None:
             "documents held out for validation, e.g. 5."
         )
     has_validation = percentage is not None or args.validation_file is not None
-    evaluates = training_args.eval_strategy != "no"
+    evaluates = evaluates_during_training(training_args)
     if args.diagnostics_steps is not None:
         check_diagnostics_arguments(args, training_args, has_validation)
     elif has_validation and not evaluates:
@@ -36,9 +36,13 @@ def check_validation_arguments(args, training_args) -> None:
         )
     if evaluates and not has_validation:
         raise ValueError(
-            f"--eval_strategy {training_args.eval_strategy} needs a validation set: add --validation_split_percentage "
-            "N (held-out documents of the corpus) or --validation_file PATH."
+            "Trainer's evaluation schedule (--eval_strategy, --eval_on_start) needs a validation set: add "
+            "--validation_split_percentage N (held-out documents of the corpus) or --validation_file PATH."
         )
+
+
+def evaluates_during_training(training_args) -> bool:
+    return training_args.eval_strategy != "no" or bool(getattr(training_args, "eval_on_start", False))
 
 
 def check_diagnostics_arguments(args, training_args, has_validation: bool) -> None:
@@ -61,7 +65,11 @@ def check_diagnostics_arguments(args, training_args, has_validation: bool) -> No
 
 def probe_sentences(documents: Dataset, count: int) -> list[str]:
     """The first `count` sentences of the validation documents: the probe set of `--diagnostics_steps`."""
-    sentences = [sentence for document in documents_to_sentences(documents) for sentence in document][:count]
+    sentences = []
+    for document in documents["text"]:  # only as many documents as the probe needs are split
+        sentences += split_sentences(document)[: count - len(sentences)]
+        if len(sentences) == count:
+            break
     if len(sentences) < 2:
         raise ValueError(
             f"The validation set holds {len(sentences)} sentence(s); --diagnostics_steps needs at least 2 to measure "
@@ -95,6 +103,16 @@ def split_validation(
     is_held_out = np.zeros(count, dtype=bool)
     is_held_out[np.random.default_rng(seed).choice(count, held_out, replace=False)] = True
     return documents.select(np.flatnonzero(~is_held_out)), documents.select(np.flatnonzero(is_held_out))
+
+
+def check_validation_examples(dataset) -> None:
+    """A validation set too short for one example would evaluate nothing, and log no eval_loss."""
+    if isinstance(dataset, Dataset) and len(dataset) == 0:
+        raise ValueError(
+            "The validation documents make no example (a packed block, or TaCL's sentence pair): they are too short. "
+            "Hold out more documents (--validation_split_percentage), pass a longer --validation_file, or lower "
+            "--block_size."
+        )
 
 
 def validation_collator(collator):
