@@ -128,22 +128,26 @@ def test_a_mid_training_push_uploads_a_complete_loadable_checkpoint(method, tmp_
     torch.testing.assert_close(results["0"], expected)
 
 
-def test_every_checkpoint_is_pushed_to_a_branch_named_after_its_step(tmp_path, hub):
-    """`from_pretrained(repo, revision="step-2")` gets the model as it was at step 2, with its card; main gets the
-    final model, and no branch carries the optimizer state."""
+def pretrain_and_push(tmp_path, **schedule):
+    """A tiny `hf-encoders pretrain --method mae_lm --push_to_hub` run, checkpoints on `schedule`."""
     args = PretrainArguments(method="mae_lm", max_documents=40, block_size=32, vocab_size=200)
     training_args = TrainingArguments(
         output_dir=str(tmp_path / "out"),
-        max_steps=4,
-        save_steps=2,
         per_device_train_batch_size=4,
         report_to="none",
         use_cpu=True,
         disable_tqdm=True,
         push_to_hub=True,
         hub_model_id="someone/tiny-mae-lm",
+        **schedule,
     )
-    result = pretrain(args, training_args)
+    return pretrain(args, training_args)
+
+
+def test_every_checkpoint_is_pushed_to_a_branch_named_after_its_step(tmp_path, hub):
+    """`from_pretrained(repo, revision="step-2")` gets the model as it was at step 2, with its card; main gets the
+    final model, and no branch carries the optimizer state."""
+    result = pretrain_and_push(tmp_path, max_steps=4, save_steps=2)
     for step in (2, 4):
         branch = hub.folder(f"step-{step}")
         assert {"config.json", "model.safetensors", "tokenizer.json", "modeling_mae_lm.py"} <= set(os.listdir(branch))
@@ -188,20 +192,8 @@ class HubRefusingBranches(LocalHub):
 def test_a_failed_branch_push_is_reported_and_the_run_still_ends_properly(tmp_path, monkeypatch, caplog):
     hub = HubRefusingBranches(tmp_path / "hub")
     monkeypatch.setattr(transformers.utils.hub, "_hf_api", hub)
-    args = PretrainArguments(method="mae_lm", max_documents=20, block_size=32, vocab_size=200)
-    training_args = TrainingArguments(
-        output_dir=str(tmp_path / "out"),
-        max_steps=2,
-        save_steps=1,
-        per_device_train_batch_size=4,
-        report_to="none",
-        use_cpu=True,
-        disable_tqdm=True,
-        push_to_hub=True,
-        hub_model_id="someone/tiny-mae-lm",
-    )
     with caplog.at_level("WARNING"):
-        result = pretrain(args, training_args)
+        result = pretrain_and_push(tmp_path, max_steps=2, save_steps=1)
     assert "Could not push step-1 to someone/tiny-mae-lm (the Hub is having a bad day)" in caplog.text
     assert (result.output_dir / "README.md").exists() and (hub.root / "model.safetensors").exists()  # final push
     assert not list(result.output_dir.glob("_step-*"))
