@@ -86,8 +86,8 @@ def test_a_validation_file_is_read_as_a_corpus(tmp_path):
     assert training is documents and list(validation["text"]) == ["First held-out document.", "Second one."]
 
 
-def schedule(eval_strategy="steps", fsdp="", deepspeed=None):
-    return SimpleNamespace(eval_strategy=eval_strategy, fsdp=fsdp, deepspeed=deepspeed)
+def schedule(eval_strategy="steps", eval_on_start=False, fsdp="", deepspeed=None):
+    return SimpleNamespace(eval_strategy=eval_strategy, eval_on_start=eval_on_start, fsdp=fsdp, deepspeed=deepspeed)
 
 
 @pytest.mark.parametrize(
@@ -100,7 +100,7 @@ def schedule(eval_strategy="steps", fsdp="", deepspeed=None):
         ({"validation_split_percentage": None}, schedule(), "evaluation schedule .* needs a validation set"),
         (
             {"validation_split_percentage": None},
-            SimpleNamespace(eval_strategy="no", eval_on_start=True, fsdp="", deepspeed=None),
+            schedule("no", eval_on_start=True),
             r"\(--eval_strategy, --eval_on_start\) needs a validation set",
         ),
         ({"diagnostics_steps": 0}, schedule(), r"--diagnostics_steps \(0\) and --diagnostics_sentences"),

@@ -70,7 +70,7 @@ class TrainingForwardsCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         self.remove_hook()
         if model is not None:
-            self._hook = model.register_forward_hook(self._record_training_forward, with_kwargs=True)
+            self._hook = model.register_forward_hook(self._record_forward, with_kwargs=True)
 
     def on_train_end(self, args, state, control, **kwargs):
         self.remove_hook()
@@ -80,7 +80,7 @@ class TrainingForwardsCallback(TrainerCallback):
             self._hook.remove()
             self._hook = None
 
-    def _record_training_forward(self, module, args, inputs, output):
+    def _record_forward(self, module, args, inputs, output):
         if module.training or self.records_evaluation:
             self.record(module, inputs, output)
 
@@ -171,10 +171,11 @@ def probed_encoder(model: torch.nn.Module) -> torch.nn.Module:
 
 
 class DiagnosticsCallback(TrainerCallback):
-    """Every `every` steps and at the last, the papers' diagnostics of the encoder on a fixed probe set of held-out sentences
-    (`hf_encoders.analysis.layerwise_report`, 15% of real tokens masked for the "with [MASK]" rank), added to that
-    step's training log: the last layer's `self_similarity`, `effective_rank` and `effective_rank_with_mask`, and
-    every layer's as `<name>/layer_<l>` (0: embeddings). `hf_encoders.analysis.plot_training_diagnostics` draws them.
+    """Every `every` steps and at the last, the papers' diagnostics of the encoder on a fixed probe set of held-out
+    sentences (`hf_encoders.analysis.layerwise_report`, 15% of real tokens masked for the "with [MASK]" rank), added
+    to that step's training log: the last layer's `self_similarity`, `effective_rank` and
+    `effective_rank_with_mask`, and every layer's as `<name>/layer_<l>` (0: embeddings).
+    `hf_encoders.analysis.plot_training_diagnostics` draws them.
 
     The probe runs the encoder inside the model (not the pre-training model's forward, so no loss is recorded), in
     eval mode and inference mode with its own generator: the run trains exactly as without it. It runs on the main
@@ -297,9 +298,10 @@ class PhaseScheduleCallback(TrainerCallback):
 
     Logging: a log is forced on the last step of every phase, so no logging window mixes objectives, and each
     training log gets `clm_loss` or `mlm_loss` (equal to that window's `loss`, the cross-rank mean Trainer computed)
-    so the two curves stay separate; an evaluation log gets `eval_clm_loss` or `eval_mlm_loss` likewise. The key reaches `state.log_history` (trainer_state.json) and every callback
-    after this one, including the progress bar and printer; reporting integrations (TensorBoard, W&B) run before user
-    callbacks, so insert this callback first (`trainer.callback_handler.callbacks.insert(0, callback)`) for them.
+    so the two curves stay separate; an evaluation log gets `eval_clm_loss` or `eval_mlm_loss` likewise. The key
+    reaches `state.log_history` (trainer_state.json) and every callback after this one, including the progress bar
+    and printer; reporting integrations (TensorBoard, W&B) run before user callbacks, so insert this callback first
+    (`trainer.callback_handler.callbacks.insert(0, callback)`) for them.
 
     Phase k ends at step round(f_1 + ... + f_k) * max_steps (halves round up), so boundaries are deterministic.
     Drives any model whose `objective` attribute selects its loss (`BiphasicEncoderForPreTraining`). The attribute

@@ -37,8 +37,8 @@ def push_output_dir(trainer: Trainer, commit_message: str = "End of training") -
 def stage_checkpoint_model(checkpoint: Path, staging: Path) -> Path:
     """The model files of `checkpoint` (config, weights, code, tokenizer, trainer_state.json) hard-linked into
     `staging`: an upload running in the background still has them when Trainer rotates the checkpoint away, and
-    linking copies no bytes (files are copied where the file system has no hard links). The card is left out, for the caller to write afresh (writing into a link would
-    change the checkpoint's file)."""
+    linking copies no bytes (files are copied where the file system has no hard links). The card is left out, for
+    the caller to write afresh (writing into a link would change the checkpoint's file)."""
     shutil.rmtree(staging, ignore_errors=True)  # a crashed run's leftover: never write through its links
     staging.mkdir(parents=True)
     for file in checkpoint.iterdir():

@@ -42,7 +42,7 @@ def check_validation_arguments(args, training_args) -> None:
 
 
 def evaluates_during_training(training_args) -> bool:
-    return training_args.eval_strategy != "no" or bool(getattr(training_args, "eval_on_start", False))
+    return training_args.eval_strategy != "no" or training_args.eval_on_start
 
 
 def check_diagnostics_arguments(args, training_args, has_validation: bool) -> None:
