@@ -13,9 +13,13 @@ TaCL <= 0.85, MAE-LM <= 1.0 at 15% and <= 0.85 at 40%, biphasic MLM <= 0.8, biph
 Memory: "saved for backward" is what autograd holds after the forward (activations, each storage once, weights
 excluded but their autocast copies counted), measured through saved-tensor hooks on any device; peak GiB is the
 whole step's device peak (GPU only).
+
+Loss memory (issue 13): the same step at hidden 256, where a 32k vocabulary's logits are most of what a step holds
+for backward. Targets: at most 0.7x the anchor's memory for backward, with the time targets above.
 """
 
 import argparse
+import dataclasses
 import statistics
 import time
 from collections.abc import Callable
@@ -28,21 +32,27 @@ from transformers import (
     BertForPreTraining,
     EuroBertConfig,
     EuroBertForMaskedLM,
+    EuroBertForSequenceClassification,
     LlamaConfig,
     LlamaForCausalLM,
+    RobertaConfig,
+    RobertaForSequenceClassification,
 )
 
 from hf_encoders import (
     BiphasicConfig,
     BiphasicEncoderForPreTraining,
+    BiphasicEncoderForSequenceClassification,
     MaeLmConfig,
     MaeLmForMaskedLM,
+    MaeLmForSequenceClassification,
     TaclConfig,
     TaclForPreTraining,
 )
 from hf_encoders.families import FAMILIES, get_family
 
 MASK_ID, PAD_ID, FIRST_REAL_ID = 4, 0, 5
+LOSS_MEMORY_HIDDEN = 256
 
 
 @dataclass
@@ -55,6 +65,8 @@ class Comparison:
     ours_batch: Callable[[], dict]
     anchor_batch: Callable[[], dict]
     useful_flops: Callable[[torch.nn.Module, dict], float]  # what the method needs per step, for our model
+    memory_target: float | None = None  # for saved-for-backward, ours / anchor (the loss-memory rows)
+    vocabulary_loss: bool = True  # compared again in the loss-memory table (not the packing and fine-tuning rows)
 
 
 def linear_parameters(module: torch.nn.Module) -> int:
@@ -118,6 +130,37 @@ def sentence_pair_batch(settings, vocab: int) -> dict:
     batch["token_type_ids"] = (torch.arange(settings.length) >= half).long().expand(settings.batch, -1)
     batch["next_sentence_label"] = torch.randint(0, 2, (settings.batch,), generator=torch.Generator().manual_seed(1))
     return batch
+
+
+def padded_classification_batch(settings, vocab: int) -> dict:
+    """A stock-script batch: lengths uniform in 16..length, right-padded to length, one label per row."""
+    generator = torch.Generator().manual_seed(0)
+    lengths = torch.randint(16, settings.length + 1, (settings.batch,), generator=generator)
+    attention_mask = (torch.arange(settings.length) < lengths[:, None]).long()
+    ids = torch.randint(FIRST_REAL_ID, vocab, (settings.batch, settings.length), generator=generator)
+    labels = torch.randint(0, 2, (settings.batch,), generator=generator)
+    return {"input_ids": ids * attention_mask, "attention_mask": attention_mask, "labels": labels}
+
+
+def packed_documents_batch(settings, vocab: int) -> dict:
+    """`masked_batch` with each row cut into documents of 16..length/2 tokens (positions restarting at 0), as
+    `hf-encoders pretrain --pack_documents` writes blocks."""
+    batch = masked_batch(settings, vocab, 0.15)
+    generator = torch.Generator().manual_seed(2)
+    rows = []
+    for _ in range(settings.batch):
+        positions = []
+        while len(positions) < settings.length:
+            positions += range(int(torch.randint(16, max(17, settings.length // 2 + 1), (1,), generator=generator)))
+        rows.append(positions[: settings.length])
+    return {**batch, "position_ids": torch.tensor(rows)}
+
+
+def classification_flops(model, batch) -> float:
+    """The stack on the real tokens only (what padding should cost), forward and backward."""
+    config = model.config
+    tokens, length = int(batch["attention_mask"].sum()), batch["input_ids"].shape[1]
+    return 3 * stack_flops(model.base_model, tokens, length, config.num_hidden_layers, config.hidden_size)
 
 
 def causal_batch(settings, vocab: int, shifted: bool) -> dict:
@@ -211,8 +254,64 @@ def comparisons(settings) -> list[Comparison]:
             lambda: causal_batch(settings, llama_vocab, shifted=False),
             biphasic_flops,
         ),
+        Comparison(
+            "mae_lm",
+            "MAE-LM packed documents vs joined documents (same model), 15% masked",
+            1.1,
+            lambda: MaeLmForMaskedLM(mae_lm),
+            lambda: MaeLmForMaskedLM(mae_lm),
+            lambda: packed_documents_batch(settings, bert_vocab),
+            lambda: masked_batch(settings, bert_vocab, 0.15),
+            mae_lm_flops,
+            vocabulary_loss=False,
+        ),
+        Comparison(
+            "mae_lm",
+            "fine-tuning, padded: MaeLmForSequenceClassification vs RobertaForSequenceClassification",
+            0.7,
+            lambda: MaeLmForSequenceClassification(mae_lm),
+            lambda: RobertaForSequenceClassification(
+                RobertaConfig(
+                    vocab_size=bert_vocab, pad_token_id=PAD_ID, max_position_embeddings=settings.length + 2, **encoder
+                )
+            ),
+            lambda: padded_classification_batch(settings, bert_vocab),
+            lambda: padded_classification_batch(settings, bert_vocab),
+            classification_flops,
+            vocabulary_loss=False,
+        ),
+        Comparison(
+            "biphasic",
+            "fine-tuning, padded: BiphasicEncoderForSequenceClassification vs EuroBertForSequenceClassification",
+            0.7,
+            lambda: BiphasicEncoderForSequenceClassification(BiphasicConfig(mask_token_id=MASK_ID, **llama)),
+            lambda: EuroBertForSequenceClassification(EuroBertConfig(mask_token_id=MASK_ID, **llama)),
+            lambda: padded_classification_batch(settings, llama_vocab),
+            lambda: padded_classification_batch(settings, llama_vocab),
+            classification_flops,
+            vocabulary_loss=False,
+        ),
     ]
     return result
+
+
+def loss_memory_comparisons(settings) -> list[Comparison]:
+    """Every comparison again at hidden 256, where the vocabulary head's logits are most of what a step holds."""
+    narrow = argparse.Namespace(**{**vars(settings), "hidden": LOSS_MEMORY_HIDDEN})
+    return [
+        dataclasses.replace(comparison, name=f"loss memory: {comparison.name}", memory_target=0.7)
+        for comparison in comparisons(narrow)
+        if comparison.vocabulary_loss
+    ]
+
+
+def encoder(model: torch.nn.Module) -> torch.nn.Module:
+    """The part of a model that runs before its vocabulary head and loss (MAE-LM: encoder, then decoder)."""
+    if isinstance(model, TaclForPreTraining):
+        return model.student.base_model
+    if isinstance(model, MaeLmForMaskedLM):
+        return model.decoder
+    return model.base_model
 
 
 class TimedStep:
@@ -240,22 +339,28 @@ class TimedStep:
         with torch.autocast(self.device, dtype=self.dtype, enabled=self.dtype != torch.float32):
             return self.model(**self.batch).loss
 
-    def saved_for_backward_mib(self) -> float:
+    def saved_for_backward_mib(self) -> tuple[float, float]:
         """Memory autograd holds for backward after one forward (activations, each storage counted once; the
         weights themselves excluded, their bf16/fp16 autocast copies included): the activation memory of a step,
-        measured the same way on CPU and GPU."""
+        measured the same way on CPU and GPU. Returned in all, and the part saved once the encoder has run (the
+        vocabulary head and the loss)."""
         weights = {p.untyped_storage().data_ptr() for p in self.model.parameters()}
-        saved = {}
+        saved, after_encoder = {}, {}
+        encoder_done = []
+        hook = encoder(self.model).register_forward_hook(lambda *_: encoder_done.append(True))
 
         def pack(tensor: torch.Tensor) -> torch.Tensor:
             storage = tensor.untyped_storage()
             if storage.data_ptr() not in weights:
                 saved[storage.data_ptr()] = storage.nbytes()
+                if encoder_done:
+                    after_encoder[storage.data_ptr()] = storage.nbytes()
             return tensor
 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
             self.loss()  # the graph is dropped with the loss, unused
-        return sum(saved.values()) / 2**20
+        hook.remove()
+        return sum(saved.values()) / 2**20, sum(after_encoder.values()) / 2**20
 
     def peak_memory_gib(self) -> float | None:
         """Peak device memory of the last step (GPU only: CPU allocations are not tracked by torch)."""
@@ -290,6 +395,8 @@ class Result:
     useful_flops: float  # ours, per step
     ours_saved_mib: float  # held for backward after the forward
     anchor_saved_mib: float
+    ours_loss_saved_mib: float  # of which saved by the vocabulary head and the loss
+    anchor_loss_saved_mib: float
     ours_peak_gib: float | None  # device memory of the whole step, GPU only
     anchor_peak_gib: float | None
 
@@ -307,13 +414,17 @@ def run(comparison: Comparison, settings) -> Result:
         ours_peak = ours.peak_memory_gib()
         anchor_times.append(anchor())
         anchor_peak = anchor.peak_memory_gib()
+    ours_saved, ours_loss_saved = ours.saved_for_backward_mib()
+    anchor_saved, anchor_loss_saved = anchor.saved_for_backward_mib()
     return Result(
         statistics.median(ours_times),
         statistics.median(anchor_times),
         statistics.median([mine / theirs for mine, theirs in zip(ours_times, anchor_times)]),
         comparison.useful_flops(ours.model, ours.batch),
-        ours.saved_for_backward_mib(),
-        anchor.saved_for_backward_mib(),
+        ours_saved,
+        anchor_saved,
+        ours_loss_saved,
+        anchor_loss_saved,
         ours_peak,
         anchor_peak,
     )
@@ -339,21 +450,31 @@ def main() -> None:
     for name in sorted(methods - {comparison.family for comparison in comparisons(settings)}):
         print(f"{name}: no comparison against a Transformers anchor yet (add one to comparisons() in bench/run.py)")
 
-    tokens = settings.batch * settings.length
     peak = gemm_peak_flops(settings)
     print(
         f"{settings.layers} layers x {settings.hidden}, batch {settings.batch} x {settings.length}, {settings.device}, "
         f"{settings.dtype}, torch threads {torch.get_num_threads()}, median of {settings.repeats}; "
         f"measured GEMM peak {peak / 1e9:,.1f} GFLOP/s"
     )
+
+    def chosen(rows: list[Comparison]) -> list[Comparison]:
+        return [row for row in rows if row.family in methods and (not settings.only or settings.only in row.name)]
+
+    speed_rows, loss_rows = chosen(comparisons(settings)), chosen(loss_memory_comparisons(settings))
+    if speed_rows:
+        print_speed_table(speed_rows, settings, peak)
+    if loss_rows:
+        print_loss_memory_table(loss_rows, settings)
+
+
+def print_speed_table(rows: list[Comparison], settings, peak: float) -> None:
+    tokens = settings.batch * settings.length
     print(
         "| comparison | ours s/step | anchor s/step | ours tokens/s | ratio | target | met | useful GFLOP/s "
         "| of GEMM peak | saved for backward MiB, ours / anchor | peak GiB, ours / anchor |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for comparison in comparisons(settings):
-        if comparison.family not in methods or (settings.only and settings.only not in comparison.name):
-            continue
+    for comparison in rows:
         result = run(comparison, settings)
         ratio = result.ratio
         useful = result.useful_flops / result.ours_seconds
@@ -365,6 +486,26 @@ def main() -> None:
             f"{tokens / result.ours_seconds:,.0f} | {ratio:.2f} | <= {comparison.target} | "
             f"{'yes' if ratio <= comparison.target else 'NO'} | {useful / 1e9:,.1f} | {useful / peak:.2f} | "
             f"{result.ours_saved_mib:,.0f} / {result.anchor_saved_mib:,.0f} | {peak_memory} |",
+            flush=True,
+        )
+
+
+def print_loss_memory_table(rows: list[Comparison], settings) -> None:
+    print(
+        f"\nLoss memory, hidden {LOSS_MEMORY_HIDDEN}:\n"
+        "| comparison | ours s/step | anchor s/step | time ratio | time target | saved for backward MiB, ours / anchor "
+        "| memory ratio | memory target | of which after the encoder MiB, ours / anchor | met |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for comparison in rows:
+        result = run(comparison, settings)
+        memory_ratio = result.ours_saved_mib / result.anchor_saved_mib
+        met = result.ratio <= comparison.target and memory_ratio <= comparison.memory_target
+        print(
+            f"| {comparison.name} | {result.ours_seconds:.3f} | {result.anchor_seconds:.3f} | {result.ratio:.2f} | "
+            f"<= {comparison.target} | {result.ours_saved_mib:,.0f} / {result.anchor_saved_mib:,.0f} | "
+            f"{memory_ratio:.2f} | <= {comparison.memory_target} | "
+            f"{result.ours_loss_saved_mib:,.0f} / {result.anchor_loss_saved_mib:,.0f} | {'yes' if met else 'NO'} |",
             flush=True,
         )
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from tests.tiny_models import corpus_tokenizer
+from tests.tiny_models import corpus_tokenizer, save_tiny_bert
 
 
 @pytest.fixture(scope="module")
@@ -21,3 +21,9 @@ def wordpiece_tokenizer():
     """The WordPiece tokenizer trained on the embedded corpus (tests.tiny_models.corpus_tokenizer), once per module:
     a module may change it without reaching another."""
     return corpus_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory):
+    """A tiny BERT folder with its tokenizer: the encoder TaCL continues, the tokenizer of the other methods' runs."""
+    return save_tiny_bert(tmp_path_factory.mktemp("bert"))

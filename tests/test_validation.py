@@ -22,16 +22,10 @@ from hf_encoders.training.validation import (
     split_validation,
 )
 from tests.helpers import tiny_run_arguments, tiny_training_arguments
-from tests.tiny_models import save_tiny_bert
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 EVAL_TERMS = {"tacl": {"eval_tacl_loss", "eval_mlm_loss", "eval_nsp_loss"}}
-
-
-@pytest.fixture(scope="module")
-def bert(tmp_path_factory):
-    return save_tiny_bert(tmp_path_factory.mktemp("bert"))
 
 
 @pytest.mark.parametrize("method", list(FAMILIES))

@@ -15,19 +15,23 @@ from transformers import DataCollatorForLanguageModeling
 from transformers.data.data_collator import pad_without_fast_tokenizer_warning
 
 from ..models.biphasic.configuration_biphasic import OBJECTIVES
+from ..models.packed_sequences import ends_document
 from .reproducible_masking import ReproducibleMaskingMixin
 
 
-def next_token_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """labels[i] = input_ids[i + 1] where both positions are real tokens, else -100.
+def next_token_labels(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor | None = None
+) -> torch.Tensor:
+    """labels[i] = input_ids[i + 1] where both positions are real tokens of one document, else -100.
 
     The one place biphasic CLM labels are shifted; the model never shifts again. Padding is read from the
     attention mask, not from pad_token_id: with pad = EOS the EOS ending each document must stay a target.
+    Packed rows (`position_ids` restarting at 0) never predict a document's first token from the previous one.
     """
     labels = torch.full_like(input_ids, -100)
     real = attention_mask.bool()
     labels[:, :-1] = input_ids[:, 1:].masked_fill(~(real[:, :-1] & real[:, 1:]), -100)
-    return labels
+    return labels if position_ids is None else labels.masked_fill(ends_document(position_ids), -100)
 
 
 @dataclass
@@ -81,7 +85,7 @@ class DataCollatorForBiphasic(ReproducibleMaskingMixin, DataCollatorForLanguageM
         offset_mapping = batch.pop("offset_mapping", None)
         input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
         if self.objective != "mlm":
-            batch["labels"] = next_token_labels(input_ids, attention_mask)
+            batch["labels"] = next_token_labels(input_ids, attention_mask, batch.get("position_ids"))
         if self.objective != "clm":
             # Vectorised special-token lookup (the parent's fallback is a Python loop per row); padding never counts.
             if special_tokens_mask is None:

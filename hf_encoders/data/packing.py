@@ -11,6 +11,12 @@ tokens go:
 
 Blocks come in "input_ids", "attention_mask" (all ones) and "special_tokens_mask" (1 on the inserted
 tokens, which `DataCollatorForLanguageModeling` then never masks).
+
+With `pack_documents=True` (`hf-encoders pretrain --pack_documents`), every document keeps its own positions:
+blocks also carry "position_ids" restarting at 0 where a document starts (transformers' packed-sequence
+convention), so models that honour it attend within each document only. BERT style then wraps each document
+(not each block) in [CLS] ... [SEP]. A document cut at a block's end continues at the start of the next block,
+with positions restarting there: every block is full, so no compute goes to padding.
 """
 
 from itertools import chain
@@ -50,9 +56,15 @@ def pack_bert_style(
     sep_id: int,
     separator_id: int | None = None,
     num_proc: int | None = None,
+    pack_documents: bool = False,
 ) -> Dataset | IterableDataset:
-    """Blocks of [CLS] + (block_size - 2) tokens + [SEP]; `separator_id` (if any) ends each document."""
+    """Blocks of [CLS] + (block_size - 2) tokens + [SEP]; `separator_id` (if any) ends each document. With
+    `pack_documents`, [CLS] document [SEP] per document instead, with positions restarting for each."""
     _require_ids(cls_id=cls_id, sep_id=sep_id)
+    if pack_documents:
+        return _pack(
+            tokenized, block_size, num_proc, document_prefix=(cls_id,), document_suffix=(sep_id,), restart=True
+        )
     return _pack(
         tokenized,
         block_size,
@@ -70,8 +82,10 @@ def pack_llama_style(
     eos_id: int,
     bos_id: int | None = None,
     num_proc: int | None = None,
+    pack_documents: bool = False,
 ) -> Dataset | IterableDataset:
-    """Blocks of block_size tokens cut from documents joined by EOS, each started with BOS if `bos_id`."""
+    """Blocks of block_size tokens cut from documents joined by EOS, each started with BOS if `bos_id`; with
+    `pack_documents`, positions restart for each document."""
     _require_ids(eos_id=eos_id)
     return _pack(
         tokenized,
@@ -79,6 +93,7 @@ def pack_llama_style(
         num_proc,
         document_prefix=() if bos_id is None else (bos_id,),
         document_suffix=(eos_id,),
+        restart=pack_documents,
     )
 
 
@@ -108,10 +123,17 @@ def _pack(
     document_suffix: tuple[int, ...],
     block_prefix: tuple[int, ...] = (),
     block_suffix: tuple[int, ...] = (),
+    restart: bool = False,
 ) -> Dataset | IterableDataset:
     tokens_per_block = block_size - len(block_prefix) - len(block_suffix)
     if tokens_per_block < 1:
         raise ValueError(f"block_size={block_size} leaves no room for text between the block's special tokens.")
+    wrapping = len(document_prefix) + len(document_suffix)
+    if restart and block_size <= wrapping:
+        raise ValueError(
+            f"--pack_documents with block_size={block_size}: each document takes {wrapping} special tokens, which "
+            "leaves no room for its text in a block. Pass a larger --block_size."
+        )
     parallelism = {"num_proc": num_proc} if isinstance(tokenized, Dataset) else {}
     return tokenized.map(
         _pack_batch,
@@ -124,6 +146,7 @@ def _pack(
             "document_suffix": document_suffix,
             "block_prefix": block_prefix,
             "block_suffix": block_suffix,
+            "restart": restart,
         },
         **parallelism,
     )
@@ -136,14 +159,26 @@ def _pack_batch(
     document_suffix: tuple[int, ...],
     block_prefix: tuple[int, ...],
     block_suffix: tuple[int, ...],
+    restart: bool,
 ) -> dict[str, list[list[int]]]:
-    stream = list(chain.from_iterable((*document_prefix, *ids, *document_suffix) for ids in batch["input_ids"]))
+    documents = [(*document_prefix, *ids, *document_suffix) for ids in batch["input_ids"]]
+    stream = list(chain.from_iterable(documents))
     starts = range(0, len(stream) - tokens_per_block + 1, tokens_per_block)  # drops the short tail
     blocks = [[*block_prefix, *stream[start : start + tokens_per_block], *block_suffix] for start in starts]
     # Marks every id we insert, wherever it occurs (also a "[SEP]" spelled out in the text itself).
     special_ids = {*document_prefix, *document_suffix, *block_prefix, *block_suffix}
-    return {
+    packed = {
         "input_ids": blocks,
         "attention_mask": [[1] * len(block) for block in blocks],
         "special_tokens_mask": [[int(token in special_ids) for token in block] for block in blocks],
     }
+    if restart:  # no block prefix or suffix here: blocks are plain slices of the stream
+        positions = list(chain.from_iterable(range(len(document)) for document in documents))
+        packed["position_ids"] = [_restarted(positions[start : start + tokens_per_block]) for start in starts]
+    return packed
+
+
+def _restarted(positions: list[int]) -> list[int]:
+    """A block's positions, the document cut at its start counted again from 0 (only its first piece began at 0)."""
+    first_start = positions.index(0) if 0 in positions else len(positions)
+    return [*range(first_start), *positions[first_start:]]

@@ -56,6 +56,13 @@ class PretrainArguments:
     )
     block_size: int = field(default=128, metadata={"help": "Tokens per training example."})
     mlm_probability: float | None = field(default=None, metadata={"help": "Masking ratio (default: the method's own)."})
+    pack_documents: bool = field(
+        default=False,
+        metadata={
+            "help": "mae_lm, biphasic: give every document its own positions inside a block (position_ids restart "
+            "at 0) and keep attention within it; without it, documents joined in a block attend to each other."
+        },
+    )
     phases: str | None = field(
         default=None,
         metadata={

@@ -20,23 +20,36 @@ from importlib import import_module
 import torch
 from torch import nn
 from transformers import PreTrainedModel
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask, packed_sequence_mask_function
 from transformers.modeling_outputs import (
     BaseModelOutputWithPast,
     CausalLMOutput,
     MaskedLMOutput,
     SequenceClassifierOutput,
 )
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.llama.modeling_llama import (
+    LlamaAttention,
     LlamaDecoderLayer,
     LlamaModel,
     LlamaPreTrainedModel,
     LlamaRMSNorm,
     LlamaRotaryEmbedding,
+    apply_rotary_pos_emb,
+    eager_attention_forward,
 )
 
 from .checkpoint_io import CheckpointMixin
 from .configuration_biphasic import OBJECTIVES, BiphasicConfig
 from .loss_utils import check_labels_shape, check_sequence_length, labelled_rows_loss
+from .packed_sequences import (
+    Unpadded,
+    check_packed_positions,
+    document_index,
+    ends_document,
+    restarts_inside,
+    worth_unpadding,
+)
 from .task_heads import QuestionAnsweringMixin, TokenClassificationMixin
 
 # The model types whose causal LM is exactly this network (hf_encoders.training.conversion converts them). Anything
@@ -79,6 +92,36 @@ class BiphasicPreTrainedModel(CheckpointMixin, LlamaPreTrainedModel):
         return from_package("export", "to_eurobert", "Export to EuroBERT")(self)
 
 
+class BiphasicAttention(LlamaAttention):
+    """Llama's attention (same weights and names), which also takes an unpadded batch: the projections and RoPE run
+    on the real tokens, (1, tokens, hidden), and the attention kernel on the padded layout (see `Unpadded`)."""
+
+    def forward(
+        self, hidden_states, position_embeddings, attention_mask=None, unpadded: Unpadded | None = None, **kwargs
+    ):
+        if unpadded is None:
+            return super().forward(hidden_states, position_embeddings, attention_mask, **kwargs)
+        hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
+        query, key, value = (
+            projection(hidden_states).view(hidden_shape).transpose(1, 2)
+            for projection in (self.q_proj, self.k_proj, self.v_proj)
+        )
+        query, key = apply_rotary_pos_emb(query, key, *position_embeddings)
+        attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
+        output, weights = unpadded.attend(
+            attention,
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.attention_dropout if self.training else 0.0,
+            scaling=self.scaling,
+            **kwargs,
+        )
+        return self.o_proj(output.reshape(*hidden_states.shape[:-1], -1)), weights
+
+
 class BiphasicEncoder(BiphasicPreTrainedModel, LlamaModel):
     """Llama's decoder stack used as an encoder: bidirectional unless called with `is_causal=True`."""
 
@@ -90,6 +133,8 @@ class BiphasicEncoder(BiphasicPreTrainedModel, LlamaModel):
         PreTrainedModel.__init__(self, config)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(LlamaDecoderLayer(config, index) for index in range(config.num_hidden_layers))
+        for index, layer in enumerate(self.layers):  # the layer class stays Llama's: FSDP wraps layers by its name
+            layer.self_attn = BiphasicAttention(config, index)
         self.norm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.rotary_emb = LlamaRotaryEmbedding(config=config)
         self.gradient_checkpointing = False
@@ -105,17 +150,63 @@ class BiphasicEncoder(BiphasicPreTrainedModel, LlamaModel):
         is_causal: bool = False,
         **kwargs,
     ) -> BaseModelOutputWithPast:
-        length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
+        batch_size, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
         check_sequence_length(length, self.config.max_position_embeddings)
+        if position_ids is not None:
+            check_packed_positions(position_ids, attention_mask)
+        packed = position_ids is not None and restarts_inside(position_ids)
+        # Padding costs the linear layers nothing: they see the real tokens only (see Unpadded).
+        unpadded = Unpadded(attention_mask) if worth_unpadding(attention_mask) else None
+        if packed or unpadded is not None:
+            if inputs_embeds is None:
+                input_ids, inputs_embeds = None, self.embed_tokens(input_ids)
+            attention_mask = self.attention_mask_of(inputs_embeds, attention_mask, position_ids, packed, is_causal)
+        if unpadded is not None:
+            if position_ids is None:
+                position_ids = torch.arange(length, device=inputs_embeds.device)[None]
+            position_ids = unpadded.unpad(position_ids.expand(batch_size, -1))[None]
+            inputs_embeds = unpadded.unpad(inputs_embeds)[None]
         # `is_causal` picks create_causal_mask or create_bidirectional_mask and reaches the attention kernels.
-        return super().forward(
+        outputs = super().forward(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
             inputs_embeds=inputs_embeds,
             is_causal=is_causal,
+            **({} if unpadded is None else {"unpadded": unpadded}),
             **kwargs,
         )
+        if unpadded is not None:
+            outputs.last_hidden_state = unpadded.pad(outputs.last_hidden_state[0])
+            if outputs.hidden_states is not None:
+                outputs.hidden_states = tuple(unpadded.pad(states[0]) for states in outputs.hidden_states)
+        return outputs
+
+    def attention_mask_of(self, inputs_embeds, attention_mask, position_ids, packed: bool, is_causal: bool):
+        """The (batch, length) layout's mask, built before unpadding changes the layout, and for packed rows
+        (position_ids restarting at 0, see packed_sequences.py) one where each document attends to itself only: built
+        here because LlamaModel detects packing for causal masks without padding only. Flash attention gets a 2D mask
+        or none, and finds packed documents in `position_ids` itself."""
+        documents = document_index(position_ids).expand(len(inputs_embeds), -1) if packed else None
+        arguments = dict(
+            config=self.config,
+            inputs_embeds=inputs_embeds,
+            attention_mask=attention_mask,
+            and_mask_function=None if documents is None else packed_sequence_mask_function(documents),
+        )
+        if is_causal:
+            # position_ids=None keeps transformers' own packing detection out: over three or more documents without
+            # padding it lets a document see part of the previous one (transformers 5.23; tested here).
+            return create_causal_mask(**arguments, past_key_values=None, position_ids=None)
+        return create_bidirectional_mask(**arguments)
+
+
+def copies_its_input(labels: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
+    """Whether some label is set and every set label equals the input at its own position: what stock
+    DataCollatorForLanguageModeling (mlm=False) makes for Llama, which shifts inside the model. Here such labels would
+    train the identity map (CLM) or predict unmasked tokens (MLM), silently."""
+    labelled = labels != -100
+    return labelled.any() & ((labels == input_ids) | ~labelled).all()
 
 
 class BiphasicLanguageModel(BiphasicPreTrainedModel):
@@ -127,7 +218,6 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
         super().__init__(config)
         self.model = BiphasicEncoder(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        self._label_alignment_checked: set[bool] = set()  # the objectives (is_causal) whose labels passed
         self.post_init()
 
     def check_targets(self, labels, input_ids, inputs_embeds, is_causal: bool) -> None:
@@ -145,33 +235,32 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
                 "model.resize_token_embeddings(len(tokenizer)); model.config.mask_token_id = tokenizer.mask_token_id."
             )
 
+    def label_summary(self, labels, input_ids) -> torch.Tensor:
+        """[labelled count, whether the labels copy their input (`copies_its_input`)], which forward reads with one
+        `.tolist()`: one wait for the device per step, and the only graph break under torch.compile (in forward
+        itself, since a break inside a called function also breaks its caller)."""
+        copies = labels.new_zeros(()) if input_ids is None else copies_its_input(labels, input_ids)
+        return torch.stack([(labels != -100).sum(), copies.to(labels.dtype)])
+
     def vocabulary_loss(
-        self, hidden_states, input_ids, labels, is_causal: bool, num_items_in_batch=None
-    ) -> tuple[torch.Tensor | None, torch.Tensor]:
-        """(loss, logits). With labels, the vocabulary projection runs only where a label is set (see
-        `labelled_rows_loss`); without, it covers every position and the loss is None."""
+        self, hidden_states, labels, label_summary: list[int] | None, num_items_in_batch=None
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """(loss, logits). With labels, the vocabulary projection runs only where a label is set, in training
+        mostly fused with the loss and without logits (see `labelled_rows_loss`); without labels, it covers every
+        position and the loss is None."""
         if labels is None:
             return None, self.lm_head(hidden_states)
-        if is_causal not in self._label_alignment_checked and input_ids is not None:
-            self.check_label_alignment(input_ids, labels, is_causal)
-        return labelled_rows_loss(self.lm_head, hidden_states, labels, num_items_in_batch)
-
-    def check_label_alignment(self, input_ids, labels, is_causal: bool) -> None:
-        """Refuse labels that all equal their own position's input: what stock DataCollatorForLanguageModeling
-        (mlm=False) makes for Llama, which shifts inside the model. Here they would train the identity map (CLM) or
-        predict unmasked tokens (MLM), silently. Checked on the first batch with targets of each objective only,
-        because reading the answer makes the host wait for the device; a run keeps its collator."""
-        labelled = labels != -100
-        targets = labels[labelled]
-        if not targets.numel():
-            return
-        if bool((targets == input_ids[labelled]).all()):
+        labelled_count, copies_input = label_summary
+        # A few MLM targets may all be left unmasked by chance (BERT's 10% split); a wrong collator fills batches.
+        if copies_input and labelled_count >= 8:
             raise ValueError(
                 "Every label equals the input token at its own position. Biphasic models expect labels aligned "
                 "with the predicting position: next-token labels for CLM (labels[i] = input_ids[i + 1]) and masked "
                 "inputs for MLM. Use hf_encoders.DataCollatorForBiphasic."
             )
-        self._label_alignment_checked.add(is_causal)
+        return labelled_rows_loss(
+            self.lm_head, hidden_states, labels, num_items_in_batch, labelled_count=labelled_count
+        )
 
     @classmethod
     def from_causal_lm(cls, model_or_path, mask_token_id: int | None = None, **load_kwargs):
@@ -217,6 +306,9 @@ class BiphasicEncoderForPreTraining(BiphasicLanguageModel):
             input_ids, labels = mlm_input_ids, mlm_labels
         is_causal = objective == "clm"
         self.check_targets(labels, input_ids, inputs_embeds, is_causal)
+        if is_causal and labels is not None and position_ids is not None:
+            labels = labels.masked_fill(ends_document(position_ids), -100)  # packed rows: never across documents
+        label_summary = None if labels is None else self.label_summary(labels, input_ids).tolist()
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -225,7 +317,7 @@ class BiphasicEncoderForPreTraining(BiphasicLanguageModel):
             is_causal=is_causal,
             **kwargs,
         )
-        loss, logits = self.vocabulary_loss(outputs.last_hidden_state, input_ids, labels, is_causal)
+        loss, logits = self.vocabulary_loss(outputs.last_hidden_state, labels, label_summary)
         output_class = CausalLMOutput if is_causal else MaskedLMOutput
         return output_class(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
@@ -247,6 +339,7 @@ class BiphasicEncoderForMaskedLM(BiphasicLanguageModel):
         **kwargs,
     ) -> MaskedLMOutput:
         self.check_targets(labels, input_ids, inputs_embeds, is_causal=False)
+        label_summary = None if labels is None else self.label_summary(labels, input_ids).tolist()
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -255,7 +348,7 @@ class BiphasicEncoderForMaskedLM(BiphasicLanguageModel):
             **kwargs,
         )
         loss, logits = self.vocabulary_loss(
-            outputs.last_hidden_state, input_ids, labels, is_causal=False, num_items_in_batch=num_items_in_batch
+            outputs.last_hidden_state, labels, label_summary, num_items_in_batch=num_items_in_batch
         )
         return MaskedLMOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions

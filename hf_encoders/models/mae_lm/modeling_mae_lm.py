@@ -12,12 +12,13 @@ transformers and its siblings (see hf_encoders/registration.py).
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import nn
 from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
-from transformers.masking_utils import create_bidirectional_mask
+from transformers.masking_utils import create_bidirectional_mask, packed_sequence_mask_function
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
@@ -29,6 +30,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from .checkpoint_io import CheckpointMixin
 from .configuration_mae_lm import MaeLmConfig
 from .loss_utils import check_labels_shape, check_sequence_length, labelled_rows_loss
+from .packed_sequences import Unpadded, check_packed_positions, document_index, worth_unpadding
 from .task_heads import QuestionAnsweringMixin, TokenClassificationMixin
 
 
@@ -91,7 +93,15 @@ class MaeLmAttention(nn.Module):
         self.v_proj = nn.Linear(hidden_size, hidden_size)
         self.o_proj = nn.Linear(hidden_size, hidden_size)
 
-    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs):
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        unpadded: Unpadded | None = None,
+        **kwargs,
+    ):
+        """`unpadded`: `hidden_states` holds a padded batch's real tokens only, (1, tokens, hidden); attention runs
+        on the padded layout, which `attention_mask` describes."""
         shape = (*hidden_states.shape[:-1], -1, self.head_dim)
         query, key, value = (
             proj(hidden_states).view(shape).transpose(1, 2) for proj in (self.q_proj, self.k_proj, self.v_proj)
@@ -99,6 +109,8 @@ class MaeLmAttention(nn.Module):
         attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )
+        if unpadded is not None:
+            attention_interface = partial(unpadded.attend, attention_interface)
         output, weights = attention_interface(
             self,
             query,
@@ -215,9 +227,14 @@ class MaeLmModel(MaeLmPreTrainedModel):
         self.embeddings.word_embeddings = value
 
     def attention_bias(
-        self, position_ids: torch.Tensor, attention_mask: torch.Tensor | None, dtype: torch.dtype
+        self,
+        position_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        dtype: torch.dtype,
+        documents: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """(rows, heads, query, key) additive mask: the relative position bias, with padded keys blocked.
+        """(rows, heads, query, key) additive mask: the relative position bias, with padded keys and keys of other
+        documents (packed rows, see packed_sequences.py) blocked.
 
         `position_ids` may be (1, length) when every row has the same positions: the bias is then gathered and
         back-propagated once instead of once per row, and without `attention_mask` it stays (1, heads, L, L) for
@@ -228,10 +245,13 @@ class MaeLmModel(MaeLmPreTrainedModel):
             relative, self.config.relative_attention_num_buckets, self.config.relative_attention_max_distance
         )
         bias = self.relative_attention_bias(buckets).permute(0, 3, 1, 2).to(dtype)
-        if attention_mask is None:
+        blocked = None if attention_mask is None else ~attention_mask.bool()[:, None, None, :]
+        if documents is not None:
+            elsewhere = documents[:, None, :, None] != documents[:, None, None, :]
+            blocked = elsewhere if blocked is None else blocked | elsewhere
+        if blocked is None:
             return bias
         # masked_fill (not +) so a row whose keys are all padding stays finite instead of overflowing to -inf.
-        blocked = ~attention_mask.bool()[:, None, None, :]
         return bias.masked_fill(blocked, torch.finfo(dtype).min)
 
     def forward(
@@ -244,28 +264,44 @@ class MaeLmModel(MaeLmPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
         output_attentions: bool | None = None,
+        document_ids: torch.Tensor | None = None,
         **kwargs,
     ) -> BaseModelOutput:
+        """`position_ids` that restart at 0 inside a row pack several documents into it (transformers' convention);
+        attention then stays inside each document. `document_ids` (the document of each position) is for callers
+        whose positions have gaps, such as MAE-LM's compacted input, where a restart may have been dropped."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+        unpad = document_ids is None and worth_unpadding(attention_mask)
         length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
         device = (input_ids if input_ids is not None else inputs_embeds).device
         if position_ids is None:
             check_sequence_length(length, self.config.max_position_embeddings)
             # One row of positions, broadcast over the batch (see attention_bias).
             position_ids = torch.arange(length, device=device)[None]
+        elif document_ids is None:
+            check_packed_positions(position_ids, attention_mask)
+            document_ids = document_index(position_ids)
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
 
         hidden_states = self.embeddings(input_ids, position_ids, inputs_embeds)
-        mask = self.attention_bias(position_ids, attention_mask, hidden_states.dtype)
+        mask = self.attention_bias(position_ids, attention_mask, hidden_states.dtype, document_ids)
+        # Padding costs the linear layers nothing: they see the real tokens only (see Unpadded). Not in MAE-LM's
+        # compacted input (which has `document_ids`): it pads only up to its longest row.
+        unpadded = Unpadded(attention_mask) if unpad else None
+        if unpadded is not None:
+            hidden_states = unpadded.unpad(hidden_states)[None]
         all_hidden_states, all_attentions = [hidden_states], []
         for layer in self.layers:
-            hidden_states, weights = layer(hidden_states, mask, **kwargs)
+            hidden_states, weights = layer(hidden_states, mask, unpadded=unpadded, **kwargs)
             all_hidden_states.append(hidden_states)
             all_attentions.append(weights)
+        if unpadded is not None:
+            all_hidden_states = [unpadded.pad(states[0]) for states in all_hidden_states]
+        hidden_states = all_hidden_states[-1]
         return BaseModelOutput(
             last_hidden_state=hidden_states,
             hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
@@ -296,12 +332,23 @@ class MaeLmDecoder(nn.Module):
             for _ in range(config.decoder_num_hidden_layers)
         )
 
-    def forward(self, inputs: torch.Tensor, position_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        inputs: torch.Tensor,
+        position_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        document_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         hidden_states = self.layer_norm(self.input_projection(inputs) + self.position_embeddings(position_ids))
         # A row that is all padding would make SDPA's boolean mask empty (NaN); it is never scored, so let it
         # attend to everything rather than to nothing.
         attention_mask = attention_mask.masked_fill(~attention_mask.bool().any(-1, keepdim=True), 1)
-        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
+        mask = create_bidirectional_mask(
+            config=self.config,
+            inputs_embeds=hidden_states,
+            attention_mask=attention_mask,
+            and_mask_function=None if document_ids is None else packed_sequence_mask_function(document_ids),
+        )
         for layer in self.layers:
             hidden_states, _ = layer(hidden_states, mask)
         return hidden_states
@@ -317,8 +364,12 @@ class MaeLmLMHead(nn.Module):
         self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.vocab_projection = nn.Linear(config.hidden_size, config.vocab_size)
 
+    def transform(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """Everything before the vocabulary projection, which the training loss fuses with its cross-entropy."""
+        return self.layer_norm(self.activation(self.dense(hidden_states)))
+
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.vocab_projection(self.layer_norm(self.activation(self.dense(hidden_states))))
+        return self.vocab_projection(self.transform(hidden_states))
 
 
 @dataclass
@@ -326,7 +377,8 @@ class MaeLmMaskedLMOutput(MaskedLMOutput):
     """`MaskedLMOutput` plus the encoder's states scattered back to the input layout.
 
     logits: (batch, length, vocab) without labels; with labels, (number of labelled positions, vocab) in
-        row-major order of the labelled positions, since the vocabulary projection only runs there.
+        row-major order of the labelled positions, since the vocabulary projection only runs there; None in
+        training when the projection runs fused with the loss (see `labelled_rows_loss`).
     encoder_last_hidden_state: (batch, length, hidden), zeros where the encoder saw nothing.
     """
 
@@ -362,11 +414,13 @@ class MaeLmForMaskedLM(MaeLmPreTrainedModel):
             masked = masked & (torch.rand(masked.shape, device=masked.device) >= delta)
         return attention_mask.bool() & ~masked
 
-    def encode_compacted(self, input_ids, keep, position_ids, **kwargs) -> torch.Tensor:
-        """Run the encoder on the kept tokens only, packed to the left and padded to the longest kept row,
-        each with its original position id; return states scattered back to (batch, length, hidden)."""
+    def encode_compacted(
+        self, input_ids, keep, compact_length: int, position_ids, document_ids=None, **kwargs
+    ) -> torch.Tensor:
+        """Run the encoder on the kept tokens only, packed to the left and padded to `compact_length` (the longest
+        kept row), each with its original position id (and document, in packed rows: dropping a document's first
+        token would hide where it starts); return states scattered back to (batch, length, hidden)."""
         kept_per_row = keep.sum(-1)
-        compact_length = max(int(kept_per_row.max()), 1)
         # A stable sort on "not kept" lists every row's kept positions first, in their original order.
         order = torch.sort((~keep).to(torch.int8), dim=-1, stable=True).indices[:, :compact_length]
         compact_mask = torch.arange(compact_length, device=keep.device) < kept_per_row[:, None]
@@ -374,6 +428,8 @@ class MaeLmForMaskedLM(MaeLmPreTrainedModel):
             input_ids=input_ids.gather(1, order),
             attention_mask=compact_mask.long(),
             position_ids=position_ids.gather(1, order),
+            # Compacted positions have gaps: say which document each one is in rather than let them be read.
+            document_ids=order.new_zeros(order.shape) if document_ids is None else document_ids.gather(1, order),
             **kwargs,
         ).last_hidden_state
         states = states * compact_mask[..., None].to(states.dtype)
@@ -400,21 +456,38 @@ class MaeLmForMaskedLM(MaeLmPreTrainedModel):
             check_labels_shape(labels, input_ids.shape, "DataCollatorForMaeLm")
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
+        documents = None
         if position_ids is None:
             position_ids = torch.arange(length, device=input_ids.device)
+        else:  # possibly packed: several documents per row (packed_sequences.py)
+            check_packed_positions(position_ids, attention_mask)
+            documents = document_index(position_ids).expand(batch_size, -1)
         # Compaction gathers each row's kept positions, so every row needs its own (a (1, L) row is broadcast).
         position_ids = position_ids.expand(batch_size, -1)
 
         keep = self.encoder_input_mask(input_ids, attention_mask)
-        encoder_states = self.encode_compacted(input_ids, keep, position_ids, **kwargs)
+        # The host reads the two sizes the step's shapes follow in one go, the longest kept row and the labelled
+        # count: one wait for the device, and one graph break under torch.compile.
+        sizes = [keep.sum(-1).max()] + ([] if labels is None else [(labels != -100).sum()])
+        compact_length, *labelled_count = torch.stack(sizes).tolist()
+        encoder_states = self.encode_compacted(
+            input_ids, keep, max(compact_length, 1), position_ids, documents, **kwargs
+        )
         mask_embedding = self.get_input_embeddings().weight[self.config.mask_token_id]
         decoder_inputs = torch.where(keep[..., None], encoder_states, mask_embedding.to(encoder_states.dtype))
-        decoder_states = self.decoder(decoder_inputs, position_ids, attention_mask)
+        decoder_states = self.decoder(decoder_inputs, position_ids, attention_mask, documents)
 
         if labels is None:
             return MaeLmMaskedLMOutput(logits=self.lm_head(decoder_states), encoder_last_hidden_state=encoder_states)
 
-        loss, logits = labelled_rows_loss(self.lm_head, decoder_states, labels, num_items_in_batch)
+        loss, logits = labelled_rows_loss(
+            self.lm_head.vocab_projection,
+            decoder_states,
+            labels,
+            num_items_in_batch,
+            transform=self.lm_head.transform,
+            labelled_count=labelled_count[0],
+        )
         return MaeLmMaskedLMOutput(loss=loss, logits=logits, encoder_last_hidden_state=encoder_states)
 
 

@@ -39,6 +39,7 @@ def token_contrastive_loss(
     anchors: torch.Tensor,
     temperature: float,
     key_mask: torch.Tensor | None = None,
+    anchor_count: int | None = None,
 ) -> torch.Tensor:
     """Eq. 1, averaged over anchors: -log softmax_j(cos(s_i, t_j) / τ)[j = i] for every anchor i.
 
@@ -47,8 +48,14 @@ def token_contrastive_loss(
     come from the anchor's own sequence only. Computed in fp32, with autocast (bf16/fp16 training) switched off
     here: with τ = 0.01 a cosine's rounding error is multiplied by 100, and bf16 resolves cosines near 1 only to
     ~0.004 (0.4 in the logits), so the similar states TaCL works on would be scored mostly by rounding noise.
-    A batch without anchors gives 0.
+    A batch without anchors gives 0. `anchor_count` (the number of anchors) spares the host a wait for the device
+    when the caller has read it already; the anchors are gathered without a data-dependent shape otherwise.
     """
+    if anchor_count is None:
+        anchor_count = int(anchors.sum())
+    # A stable sort on "not an anchor" lists the anchors first, in row-major order.
+    flat = torch.argsort(~anchors.flatten(), stable=True)[:anchor_count]
+    batch_index, position = flat // anchors.shape[1], flat % anchors.shape[1]
     device_type = student_states.device.type
     full_precision = (
         torch.autocast(device_type, enabled=False)
@@ -58,13 +65,12 @@ def token_contrastive_loss(
     with full_precision:
         student = nn.functional.normalize(student_states.float(), dim=-1)
         teacher = nn.functional.normalize(teacher_states.float(), dim=-1)
-        batch_index, position = anchors.nonzero(as_tuple=True)
         # (anchors, length): each anchor's student vector against every teacher vector of its sequence. Only the
         # anchor rows are scored; the batched matmul keeps the teacher states unduplicated.
         scores = torch.bmm(student, teacher.transpose(1, 2))[batch_index, position] / temperature
     if key_mask is not None:
         scores = scores.masked_fill(~key_mask[batch_index], float("-inf"))
-    return nn.functional.cross_entropy(scores, position, reduction="sum") / max(len(position), 1)
+    return nn.functional.cross_entropy(scores, position, reduction="sum") / max(anchor_count, 1)
 
 
 @dataclass
@@ -72,7 +78,8 @@ class TaclForPreTrainingOutput(ModelOutput):
     """
     loss: weighted sum of the three terms (Eq. 2), each a mean (over anchors, or over sequences for NSP).
     logits: MLM prediction scores; (batch, length, vocab) without labels, else (anchors, vocab) in row-major
-        order of the anchors, since the vocabulary projection only runs there.
+        order of the anchors, since the vocabulary projection only runs there; None in training when the
+        projection runs fused with the loss (see `labelled_rows_loss`).
     seq_relationship_logits: (batch, 2) NSP scores, when NSP is used.
     tacl_loss, mlm_loss, nsp_loss: the terms of Eq. 2 before weighting (nsp_loss is None when NSP is off).
     last_hidden_state: the student's last layer (batch, length, hidden).
@@ -241,13 +248,20 @@ class TaclForPreTraining(CheckpointMixin, PreTrainedModel):
         self.teacher.eval()
         return self
 
+    def mlm_head(self) -> tuple[nn.Module | None, nn.Module]:
+        """The student's own MLM head as (transform, projection to the vocabulary), so that the training loss can
+        fuse the projection with its cross-entropy. A RoBERTa-style `lm_head` keeps its last Linear inside its
+        forward: there the whole head is the projection, and it runs unfused."""
+        if self.head_layout == "bert":
+            return self.student.cls.predictions.transform, self.student.cls.predictions.decoder
+        if self.head_layout == "modernbert":
+            return self.student.head, self.student.decoder
+        return None, self.student.lm_head
+
     def mlm_logits(self, states: torch.Tensor) -> torch.Tensor:
         """The student's own MLM head on `states` (..., hidden)."""
-        if self.head_layout == "bert":
-            return self.student.cls.predictions(states)
-        if self.head_layout == "modernbert":
-            return self.student.decoder(self.student.head(states))
-        return self.student.lm_head(states)
+        transform, projection = self.mlm_head()
+        return projection(states if transform is None else transform(states))
 
     def save_student(self, save_directory, tokenizer=None, **save_kwargs) -> None:
         """Write the student, with its MLM head (and NSP head when present), as a plain checkpoint of its own
@@ -300,15 +314,23 @@ class TaclForPreTraining(CheckpointMixin, PreTrainedModel):
             )
 
         anchors = labels != -100
+        # The one wait for the device per step (and the one graph break under torch.compile): the anchor count,
+        # which the contrastive and MLM losses' shapes follow.
+        anchor_count = int(anchors.sum().tolist())
         with torch.no_grad():
             clean_ids = torch.where(anchors, labels, input_ids)
             teacher_states = self.teacher(input_ids=clean_ids, **encoder_inputs).last_hidden_state
         key_mask = None
         if self.config.exclude_padding_from_contrast and attention_mask is not None:
             key_mask = attention_mask.bool()
-        tacl_loss = token_contrastive_loss(states, teacher_states, anchors, self.config.temperature, key_mask)
+        tacl_loss = token_contrastive_loss(
+            states, teacher_states, anchors, self.config.temperature, key_mask, anchor_count=anchor_count
+        )
 
-        mlm_loss, logits = labelled_rows_loss(self.mlm_logits, states, labels)
+        transform, projection = self.mlm_head()
+        mlm_loss, logits = labelled_rows_loss(
+            projection, states, labels, transform=transform, labelled_count=anchor_count
+        )
         loss = self.config.tacl_loss_weight * tacl_loss + self.config.mlm_loss_weight * mlm_loss
         nsp_loss = None
         if self.config.use_nsp:

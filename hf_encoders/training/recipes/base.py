@@ -20,6 +20,8 @@ class Recipe:
     pipeline_tag: str | None = "fill-mask"
     # The evaluation log's language-modelling loss, whose exp is `eval_perplexity`.
     perplexity_loss = "eval_loss"
+    # What stops `--pack_documents`, if anything: the model must keep attention within each packed document.
+    no_packed_documents: str | None = None
 
     def __init__(self, family: Family):
         self.family = family
@@ -53,6 +55,12 @@ class Recipe:
             raise ValueError(
                 f"--from_causal_lm converts a causal LM for the biphasic method; {self.family.title} cannot start "
                 "from one. Drop it, or pass --model_name_or_path a checkpoint of this method's model."
+            )
+        if args.pack_documents and self.no_packed_documents:
+            raise ValueError(
+                f"--pack_documents cannot be used with {self.family.title}: {self.no_packed_documents} Drop "
+                "--pack_documents, or pre-train with --method mae_lm or --method biphasic, whose models keep "
+                "attention within each document of a packed row."
             )
 
     def callbacks(self, args) -> list[TrainerCallback]:

@@ -52,6 +52,7 @@ class BiphasicRecipe(Recipe):
             eos_id=tokenizer.eos_token_id,
             bos_id=tokenizer.bos_token_id,
             num_proc=args.preprocessing_num_workers,
+            pack_documents=args.pack_documents,
         )
 
     def build_model(self, args, tokenizer):

@@ -38,6 +38,7 @@ class MaeLmRecipe(Recipe):
             sep_id=tokenizer.sep_token_id,
             separator_id=tokenizer.sep_token_id,
             num_proc=args.preprocessing_num_workers,
+            pack_documents=args.pack_documents,
         )
 
     def build_model(self, args, tokenizer):

@@ -14,6 +14,11 @@ SIZES = {size: {name: shape[name] for name in ENCODER_FIELDS} for size, shape in
 class MlmRecipe(mae_lm.MaeLmRecipe):
     """Shares MAE-LM's data (BERT-style packed blocks); only the model differs."""
 
+    no_packed_documents = (
+        "its model is transformers' BertForMaskedLM, whose sdpa and eager attention take no packed-sequence mask, "
+        "so packed documents would attend to each other."
+    )
+
     def build_model(self, args, tokenizer):
         if args.model_name_or_path:
             return BertForMaskedLM.from_pretrained(args.model_name_or_path)

@@ -22,6 +22,11 @@ class TaclRecipe(Recipe):
     # The output folder is a training state, which no pipeline runs; its student is a fill-mask model.
     pipeline_tag = None
     perplexity_loss = "eval_mlm_loss"  # eval_loss adds the contrastive and NSP terms
+    no_packed_documents = (
+        "TaCL trains on sentence pairs (with next-sentence prediction for BERT students), one pair per row, and its "
+        "student and teacher are stock Transformers encoders (BERT, RoBERTa, ModernBERT), whose sdpa and eager "
+        "attention in transformers take no packed-sequence mask."
+    )
 
     def check_arguments(self, args) -> None:
         super().check_arguments(args)

@@ -1,0 +1,1 @@
+../packed_sequences.py
