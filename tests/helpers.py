@@ -56,6 +56,16 @@ def first_output(output) -> torch.Tensor:
     return output.logits if getattr(output, "logits", None) is not None else output.to_tuple()[0]
 
 
+def assert_close_at_real_tokens(got: torch.Tensor, expected: torch.Tensor, attention_mask: torch.Tensor, **tolerance):
+    """Per-token outputs compared where `attention_mask` is 1: our encoders drop padding before the first layer and
+    give zeros there (ModernBERT's convention), where stock models compute states nobody reads. Per-sequence
+    outputs (a classifier's logits) are compared whole."""
+    if got.shape[:2] == attention_mask.shape:
+        real = attention_mask.bool()
+        got, expected = got[real], expected[real]
+    torch.testing.assert_close(got, expected, **tolerance)
+
+
 def model_folder_files(model_class) -> set[str]:
     """The code a checkpoint must carry: exactly the files of the family's model folder."""
     folder = Path(sys.modules[model_class.__module__].__file__).parent

@@ -30,6 +30,7 @@ from hf_encoders import (
     BiphasicEncoderForTokenClassification,
 )
 from hf_encoders.training.conversion import MASK_TOKEN, convert_causal_lm
+from tests.helpers import assert_close_at_real_tokens
 from tests.tiny_models import (
     LLAMA_SHAPE,
     MASK_TOKEN_ID,
@@ -60,8 +61,7 @@ def test_clm_logits_equal_llama_with_gqa_and_padding(padding_side, attn_implemen
     with torch.no_grad():
         expected = llama(**batch).logits
         got = ours(**batch, objective="clm").logits
-    real = batch["attention_mask"].bool()  # padding is dropped before the first layer: its states are zeros
-    torch.testing.assert_close(got[real], expected[real], rtol=0, atol=1e-5)
+    assert_close_at_real_tokens(got, expected, batch["attention_mask"], rtol=0, atol=1e-5)
 
 
 def test_objective_switches_the_mask():
@@ -91,7 +91,8 @@ def test_mlm_logits_equal_eurobert_with_padding(model_class):
     ours = model_class(tiny_biphasic_config()).eval()
     batch = sample_batch()
     with torch.no_grad():
-        torch.testing.assert_close(ours(**batch).logits, reference_eurobert(ours)(**batch).logits, rtol=0, atol=1e-5)
+        expected = reference_eurobert(ours)(**batch).logits
+        assert_close_at_real_tokens(ours(**batch).logits, expected, batch["attention_mask"], rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -115,7 +116,8 @@ def test_eurobert_export_is_exact(model_class, overrides, tmp_path):
     batch = sample_batch()
     with torch.no_grad():
         expected = ours(**batch).to_tuple()[0]
-        torch.testing.assert_close(reloaded(**batch).to_tuple()[0], expected, rtol=0, atol=1e-5)
+        got = reloaded(**batch).to_tuple()[0]
+        assert_close_at_real_tokens(got, expected, batch["attention_mask"], rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -270,7 +272,8 @@ def test_qwen2_biases_convert_through_attention_bias():
     assert ours.config.attention_bias and not ours.model.layers[0].self_attn.o_proj.bias.any()
     batch = padded_batch()
     with torch.no_grad():
-        torch.testing.assert_close(ours(**batch, objective="clm").logits, qwen(**batch).logits, rtol=0, atol=1e-5)
+        got = ours(**batch, objective="clm").logits
+        assert_close_at_real_tokens(got, qwen(**batch).logits, batch["attention_mask"], rtol=0, atol=1e-5)
 
 
 def test_mistral_sliding_window_becomes_the_position_limit():
