@@ -19,6 +19,10 @@ SUBCOMMANDS = {
         f"pre-train with {', '.join(FAMILIES)} (mlm: the BERT baseline) on Trainer",
     ),
     "analyze": ("hf_encoders.analysis.command", "self-similarity, effective rank and isotropy per layer, with plots"),
+    "evaluate": (
+        "hf_encoders.evaluation.command",
+        "fine-tune checkpoints with paper 004's protocol (SC/TC/QA/IR x rates x seeds) and report",
+    ),
     "export": ("hf_encoders.export", "write a checkpoint that loads with no remote code (TaCL student, EuroBERT)"),
     "convert": ("hf_encoders.convert", "turn a Llama-family causal LM into a biphasic encoder checkpoint"),
     "demo": ("hf_encoders.demo", "pre-train, analyse and fine-tune every method on the embedded corpus"),

@@ -1,7 +1,7 @@
 """Evaluation metrics computed offline with numpy (`evaluate.load` needs the network).
 
-Definitions and key names follow `evaluate`'s glue and squad metrics, so the numbers and `Trainer` logs
-read the same as `run_glue.py` / `run_qa.py` output.
+Definitions and key names follow `evaluate`'s glue, squad, squad_v2 and seqeval metrics, so the numbers and
+`Trainer` logs read the same as `run_glue.py` / `run_qa.py` / `run_ner.py` output.
 """
 
 import re
@@ -81,6 +81,66 @@ def squad_metrics(predictions: Sequence[str], gold_answers: Sequence[Sequence[st
     return {"exact_match": 100 * float(np.mean(exact_match)), "f1": 100 * float(np.mean(overlap_f1))}
 
 
+def squad_v2_metrics(predictions: Sequence[str], gold_answers: Sequence[Sequence[str]]) -> dict[str, float]:
+    """SQuAD v2.0 "exact_match" and "f1" in percent: as `squad_metrics`, where a question whose gold answers are
+    empty (after normalisation) is unanswerable and scores 100 exactly when the prediction is empty too."""
+    if len(predictions) != len(gold_answers) or not predictions:
+        raise ValueError(
+            f"need one list of gold answers per prediction; got {len(gold_answers)} for {len(predictions)}."
+        )
+    exact_match, overlap_f1 = [], []
+    for prediction, golds in zip(predictions, gold_answers):
+        golds = [gold for gold in golds if normalize_squad_answer(gold)]
+        if golds:
+            exact_match.append(max(_squad_exact_match(prediction, gold) for gold in golds))
+            overlap_f1.append(max(_squad_f1(prediction, gold) for gold in golds))
+        else:
+            abstained = float(not normalize_squad_answer(prediction))
+            exact_match.append(abstained)
+            overlap_f1.append(abstained)
+    return {"exact_match": 100 * float(np.mean(exact_match)), "f1": 100 * float(np.mean(overlap_f1))}
+
+
+def entity_spans(tags: Sequence[str]) -> set[tuple[str, int, int]]:
+    """The entities of one sentence's IOB or IOB2 tags, as (type, first, last) word positions, chunked as seqeval's
+    default mode does: "B-X" starts an entity, "I-X" continues one of type X or starts one (after "O" or another
+    type, as IOB1 allows), "O" is outside. A tag without a "B-"/"I-" prefix ("PER", or an integer id's name) is
+    read as "I-" of that type, so plain IO tags chunk runs of one type."""
+    spans, start, current = set(), 0, None
+    for position, tag in enumerate([*tags, "O"]):
+        prefix, entity_type = _iob_parts(tag)
+        continues = prefix == "I" and entity_type == current
+        if current is not None and not continues:
+            spans.add((current, start, position - 1))
+            current = None
+        if entity_type is not None and not continues:
+            start, current = position, entity_type
+    return spans
+
+
+def entity_f1(predictions: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> dict[str, float]:
+    """Entity-level micro "precision", "recall" and "f1" over sentences of IOB tags (seqeval's default mode, as
+    `run_ner.py` reports them): an entity counts when its type and both ends match. 0 where undefined."""
+    if len(predictions) != len(references) or not predictions:
+        raise ValueError(f"need one reference tag list per prediction; got {len(references)} for {len(predictions)}.")
+    predicted = true = correct = 0
+    for sentence, (predicted_tags, true_tags) in enumerate(zip(predictions, references)):
+        if len(predicted_tags) != len(true_tags):
+            raise ValueError(
+                f"sentence {sentence} has {len(predicted_tags)} predicted tags for {len(true_tags)} words."
+            )
+        predicted_spans, true_spans = entity_spans(predicted_tags), entity_spans(true_tags)
+        predicted, true, correct = (
+            predicted + len(predicted_spans),
+            true + len(true_spans),
+            correct + len(predicted_spans & true_spans),
+        )
+    precision = correct / predicted if predicted else 0.0
+    recall = correct / true if true else 0.0
+    f1_score = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1_score}
+
+
 # What GLUE reports per task, under `evaluate`'s key names; a task not listed reports accuracy.
 GLUE_TASKS = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "mnli_matched", "mnli_mismatched", "qnli", "rte", "wnli")
 _GLUE_METRICS = {
@@ -146,6 +206,15 @@ def _average_ranks(values: np.ndarray) -> np.ndarray:
     ranks = np.empty(len(values))
     ranks[order] = group_ranks[np.cumsum(starts_tie_group) - 1]
     return ranks
+
+
+def _iob_parts(tag: str) -> tuple[str, str | None]:
+    """("B" or "I", entity type), or ("O", None) outside an entity."""
+    if tag == "O":
+        return "O", None
+    if tag[:2] in ("B-", "I-"):
+        return tag[0], tag[2:]
+    return "I", tag
 
 
 def _squad_exact_match(prediction: str, gold: str) -> float:

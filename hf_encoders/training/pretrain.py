@@ -31,6 +31,7 @@ from .hub import push_output_dir
 from .loss_curves import plot_loss_curves
 from .recipes import get_recipe
 from .resume import resolve_resume
+from .sentence_transformers_config import write_sentence_transformers_config
 from .validation import (
     PretrainingTrainer,
     check_validation_arguments,
@@ -186,6 +187,10 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
         # Before the push, so that what the output folder's card describes (TaCL: a training state and its
         # student/ subfolder) is what the Hub receives.
         encoder_dir = recipe.export_encoder(trainer, output_dir, write_card)
+        # A model trained from scratch has seen inputs of block_size tokens only (BERT's position embeddings beyond
+        # are untrained); one continued from a checkpoint keeps the limit it came with.
+        max_seq_length = None if args.starting_checkpoint else args.block_size
+        write_sentence_transformers_config(encoder_dir, recipe.encoder(trainer.model), max_seq_length=max_seq_length)
         if training_args.push_to_hub:
             push_output_dir(trainer)
     return PretrainResult(trainer, output_dir, encoder_dir)

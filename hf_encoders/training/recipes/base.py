@@ -72,6 +72,10 @@ class Recipe:
         lines = [f"- masking ratio: {ratio:.0%}"]
         return lines + ([f"- initialised from: {args.starting_checkpoint}"] if args.starting_checkpoint else [])
 
+    def encoder(self, model: PreTrainedModel) -> PreTrainedModel:
+        """The model `export_encoder` writes, out of the model trained (TaCL: its student)."""
+        return model
+
     def export_encoder(self, trainer, output_dir: Path, write_card=None) -> Path:
         """The checkpoint fine-tuning starts from. Most methods' saved model is it; TaCL exports its student (and
         gives it its own card with `write_card(folder, state, template=..., pipeline_tag=...)`)."""

@@ -63,6 +63,9 @@ class TaclRecipe(Recipe):
     def callbacks(self, args):
         return [TaclLossLoggingCallback()]
 
+    def encoder(self, model):
+        return model.student
+
     def export_encoder(self, trainer, output_dir, write_card=None) -> Path:
         """The student, as a plain checkpoint in output_dir/student, with the student's card."""
         student_dir = Path(output_dir) / STUDENT_FOLDER

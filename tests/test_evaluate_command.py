@@ -1,0 +1,78 @@
+"""`hf-encoders evaluate` end to end: two tiny checkpoints (our MAE-LM and a stock BERT) on local sc, tc, qa and ir
+folders, then a rerun that finds everything done, and the command's bad input."""
+
+import json
+import logging
+
+import pytest
+import torch
+
+from hf_encoders import MaeLmForMaskedLM
+from hf_encoders.cli import main
+from hf_encoders.evaluation.grid import RESULTS_FILE
+from tests.task_folders import write_ir_folder, write_task_folders
+from tests.tiny_models import corpus_tokenizer, save_tiny_bert, tiny_mae_lm_config
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+FAST = ["--max_steps", "2", "--per_device_train_batch_size", "8", "--max_length", "64", "--use_cpu"]
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    root = tmp_path_factory.mktemp("evaluate")
+    torch.manual_seed(0)
+    tokenizer = corpus_tokenizer()
+    MaeLmForMaskedLM(tiny_mae_lm_config(vocab_size=len(tokenizer))).save_pretrained(root / "mae_lm")
+    tokenizer.save_pretrained(root / "mae_lm")
+    models = [str(root / "mae_lm"), save_tiny_bert(root / "bert")]
+    folders = write_task_folders(root / "tasks")
+    tasks = [f"{kind}:{folder}" for kind, folder in folders.items()] + [write_ir_folder(root / "tasks" / "ir")]
+    arguments = [*models, *[item for task in tasks for item in ("--task", task)], "--output_dir", str(root / "out")]
+    arguments += ["--learning_rates", "1e-3", "--seeds", "0", *FAST]
+    assert main(["evaluate", *arguments]) == 0
+    return root / "out", arguments
+
+
+def test_every_model_runs_every_kind_and_the_report_compares_them(grid):
+    output_dir, _ = grid
+    records = [json.loads(line) for line in (output_dir / RESULTS_FILE).read_text().splitlines()]
+    assert len(records) == 2 * 4 and all(r["status"] == "finished" and r["steps"] == 2 for r in records)
+    assert {r["kind"] for r in records} == {"sc", "tc", "qa", "ir"}
+    main_metrics = {"sc": "accuracy", "tc": "f1", "qa": "f1", "ir": "ndcg@10"}
+    assert all(main_metrics[r["kind"]] in r["validation"] and "test" in r for r in records)
+    report = (output_dir / "REPORT.md").read_text()
+    assert "| model | sc:sc (accuracy) | tc:tc (f1) | qa:qa (f1) | ir:ir (ndcg@10) |" in report
+    assert "| mae_lm |" in report and "| bert |" in report
+    for kind in main_metrics:
+        assert (output_dir / f"stability_{kind}_{kind}.png").stat().st_size > 0
+    assert "mean of the last hidden states" in report, "the report says how IR embeds"
+    assert not (output_dir / "runs").exists() or not any((output_dir / "runs").iterdir())
+    summary = json.loads((output_dir / "results.json").read_text())
+    assert len(summary["cells"]) == 8 and summary["protocol"]["max_steps"] == 2
+
+
+def test_a_rerun_skips_every_finished_run(grid, caplog):
+    output_dir, arguments = grid
+    before = (output_dir / RESULTS_FILE).read_text()
+    with caplog.at_level(logging.WARNING, logger="hf_encoders.evaluation.grid"):
+        assert main(["evaluate", *arguments]) == 0
+    assert "8 of 8 runs already" in caplog.text
+    assert (output_dir / RESULTS_FILE).read_text() == before
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (lambda args: [*args, "--task", "xx:folder"], "xx"),
+        (lambda args: ["/nowhere/model", *args[1:]], "/nowhere/model"),
+        (lambda args: [*args, "--seeds", ""], "--seeds"),
+    ],
+    ids=["unknown-kind", "not-a-checkpoint", "no-seeds"],
+)
+def test_bad_input_is_named_before_any_run(grid, change, message, tmp_path):
+    _, arguments = grid
+    arguments = [a if a != str(grid[0]) else str(tmp_path / "out") for a in arguments]
+    with pytest.raises(ValueError, match=message):
+        main(["evaluate", *change(arguments)])
+    assert not (tmp_path / "out" / RESULTS_FILE).exists()

@@ -1,0 +1,128 @@
+"""The evaluation grid and its report, with the fine-tuning itself replaced by a deterministic stand-in: how many
+runs, what a rerun skips, how an interrupted or failing grid continues, which rate is chosen, what the report says.
+(tests/test_evaluation_finetune.py and tests/test_retrieval.py train for real.)"""
+
+import json
+import statistics
+
+import pytest
+
+from hf_encoders.evaluation import grid
+from hf_encoders.evaluation.grid import RESULTS_FILE, Protocol, read_results, run_grid
+from hf_encoders.evaluation.report import summarize, write_report
+from hf_encoders.evaluation.tasks import Task
+
+
+def score(model: str, learning_rate: float, seed: int, split: str) -> float:
+    """Model "b" is better; rate 2e-5 is best on validation for both, and the test scores differ from validation."""
+    base = {"a": 0.6, "b": 0.8}[model.rsplit("/", 1)[-1]]
+    rate_bonus = {1e-5: 0.0, 2e-5: 0.05, 5e-5: -0.1}[learning_rate]
+    return base + rate_bonus + 0.01 * seed + (0.02 if split == "test" else 0.0)
+
+
+class StandIn:
+    """Records the runs it is asked for; fails on request, as a real run can."""
+
+    def __init__(self, fail_on=None):
+        self.calls, self.fail_on = [], fail_on
+
+    def __call__(self, model, task, settings, output_dir):
+        self.calls.append((model, task.name, settings.learning_rate, settings.seed))
+        if self.fail_on and self.fail_on(model, settings):
+            raise RuntimeError("CUDA out of memory (stand-in)")
+        output_dir.mkdir(parents=True)
+        (output_dir / "model.safetensors").write_text("weights")
+        return {
+            "steps": settings.max_steps,
+            **{
+                split: {"accuracy": score(model, settings.learning_rate, settings.seed, split)}
+                for split in ("validation", "test")
+            },
+        }
+
+
+@pytest.fixture
+def stand_in(monkeypatch, tmp_path):
+    models = [str(tmp_path / "a"), str(tmp_path / "b")]
+    monkeypatch.setattr(grid, "check_models", lambda models, trust_remote_code: None)
+    monkeypatch.setattr(grid, "load_task", lambda spec: Task("sc", "topic", spec, None, None, None, ["x", "y"]))
+
+    def install(fail_on=None):
+        fake = StandIn(fail_on)
+        monkeypatch.setattr(grid, "fine_tune", fake)
+        return fake
+
+    return models, install
+
+
+RATES, SEEDS = (1e-5, 2e-5, 5e-5), (0, 1)
+PROTOCOL = Protocol(max_steps=7)
+
+
+def test_the_grid_runs_every_model_task_rate_and_seed_once(stand_in, tmp_path):
+    models, install = stand_in
+    fake = install()
+    results = run_grid(models, ["sc:topic"], tmp_path / "out", PROTOCOL, RATES, SEEDS)
+    assert len(fake.calls) == len(results) == 2 * 3 * 2
+    assert sorted(fake.calls) == sorted((m, "topic", r, s) for m in models for r in RATES for s in SEEDS)
+    assert not any((tmp_path / "out" / "runs").iterdir()), "checkpoints are deleted once the metrics are recorded"
+
+    rerun = install()
+    assert len(run_grid(models, ["sc:topic"], tmp_path / "out", PROTOCOL, RATES, SEEDS)) == 12
+    assert rerun.calls == [], "a rerun skips every finished run"
+
+    changed = install()
+    run_grid(models, ["sc:topic"], tmp_path / "out", Protocol(max_steps=8), RATES, SEEDS)
+    assert len(changed.calls) == 12, "another protocol is another grid, not a finished one"
+
+
+def test_an_interrupted_grid_continues_where_it_stopped(stand_in, tmp_path):
+    models, install = stand_in
+    install()
+    run_grid(models, ["sc:topic"], tmp_path / "out", PROTOCOL, RATES, SEEDS)
+    lines = (tmp_path / "out" / RESULTS_FILE).read_text().splitlines()
+    # Killed during the 6th run's write: five whole lines and a torn one.
+    (tmp_path / "out" / RESULTS_FILE).write_text("\n".join(lines[:5]) + "\n" + lines[5][:20])
+    fake = install()
+    results = run_grid(models, ["sc:topic"], tmp_path / "out", PROTOCOL, RATES, SEEDS)
+    assert len(fake.calls) == 7 and len(results) == 12
+
+
+def test_a_failed_run_is_recorded_the_grid_goes_on_and_a_rerun_retries_it(stand_in, tmp_path):
+    models, install = stand_in
+    install(fail_on=lambda model, settings: model.endswith("b") and settings.learning_rate == 5e-5)
+    results = run_grid(models, ["sc:topic"], tmp_path / "out", PROTOCOL, RATES, SEEDS, keep_checkpoints=True)
+    assert len(results) == 10
+    failed = [r for r in read_results(tmp_path / "out") if r["status"] == "failed"]
+    assert len(failed) == 2 and all("CUDA out of memory" in r["error"] and "validation" not in r for r in failed)
+    assert len(list((tmp_path / "out" / "runs").iterdir())) == 10, "--keep_checkpoints keeps the finished runs'"
+
+    retry = install()
+    assert len(run_grid(models, ["sc:topic"], tmp_path / "out", PROTOCOL, RATES, SEEDS)) == 12
+    assert sorted(retry.calls) == [(models[1], "topic", 5e-5, 0), (models[1], "topic", 5e-5, 1)]
+
+
+def test_the_best_rate_is_chosen_on_validation_and_test_is_reported(stand_in, tmp_path):
+    models, install = stand_in
+    install()
+    results = run_grid(models, ["sc:topic"], tmp_path / "out", PROTOCOL, RATES, SEEDS)
+    cells = {cell.model: cell for cell in summarize(results)}
+    for model in models:
+        cell = cells[model]
+        assert cell.best_rate == 2e-5 and cell.reported_split == "test"
+        expected = [score(model, 2e-5, seed, "test") for seed in SEEDS]
+        assert cell.mean == pytest.approx(statistics.fmean(expected))
+        assert cell.std == pytest.approx(statistics.stdev(expected))
+
+
+def test_the_report_tables_plots_and_summary(stand_in, tmp_path):
+    models, install = stand_in
+    install()
+    results = run_grid(models, ["sc:topic"], tmp_path / "out", PROTOCOL, RATES, SEEDS)
+    report = write_report(results, tmp_path / "out", PROTOCOL.identity(), {m: "its own head" for m in models})
+    text = report.read_text()
+    assert "| a | 0.6750 ± 0.0071 |" in text and "| b | 0.8750 ± 0.0071 |" in text
+    assert "stability_sc_topic.png" in text and (tmp_path / "out" / "stability_sc_topic.png").stat().st_size > 0
+    assert "up to 7 steps" in text and "- b: its own head" in text
+    summary = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [cell["best_rate"] for cell in summary["cells"]] == [2e-5, 2e-5]
