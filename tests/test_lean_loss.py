@@ -88,15 +88,15 @@ def test_a_batch_without_labels_gives_zero_loss_and_zero_gradients():
         assert tensor.grad is not None and not tensor.grad.any()
 
 
-def test_training_fuses_only_with_more_positions_than_hidden_units():
-    """Below that, the logits are smaller than the weight's gradient that fusing would keep instead. The choice
-    follows the labels' shape, not how many are set, so that torch.compile does not guard on the count."""
+def test_training_fuses_only_with_more_labelled_rows_than_hidden_units():
+    """Below that, the logits are smaller than the weight's gradient that fusing would keep instead."""
+    hidden_states = torch.randn(2, 12, HIDDEN, requires_grad=True)
     projection = nn.Linear(HIDDEN, VOCAB)
-    few_positions = torch.randint(0, VOCAB, (2, HIDDEN // 2))
-    _, few = labelled_rows_loss(projection, torch.randn(2, HIDDEN // 2, HIDDEN, requires_grad=True), few_positions)
-    many_positions = torch.full((2, HIDDEN), -100)
-    many_positions[0, :3] = 7
-    _, many = labelled_rows_loss(projection, torch.randn(2, HIDDEN, HIDDEN, requires_grad=True), many_positions)
+    labels = torch.randint(0, VOCAB, (2, 12))
+    _, few = labelled_rows_loss(
+        projection, hidden_states, labels.masked_fill(torch.arange(24).view(2, 12) >= HIDDEN, -100)
+    )
+    _, many = labelled_rows_loss(projection, hidden_states, labels)
     assert few.shape == (HIDDEN, VOCAB) and many is None
 
 

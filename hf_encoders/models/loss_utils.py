@@ -73,7 +73,7 @@ def labelled_rows_loss(
     (labels != -100). `transform` (e.g. dense -> GELU -> LayerNorm) may be None; `projection` is the final
     projection to the vocabulary.
 
-    In training (gradients enabled, `projection` a plain `nn.Linear`, more positions than hidden units) the
+    In training (gradients enabled, `projection` a plain `nn.Linear`, more labelled rows than hidden units) the
     projection and the cross-entropy run fused in chunks (`LinearCrossEntropy`) and logits is None, as transformers'
     Llama returns none under Liger's fused loss. Otherwise logits is (number of labelled positions, vocab) in
     row-major order.
@@ -93,15 +93,14 @@ def labelled_rows_loss(
         rows = transform(rows)
     denominator = num_items_in_batch if num_items_in_batch is not None else max(count, 1)
     # Fusing keeps the weight's gradient (vocab x hidden) for backward instead of the logits (count x vocab), so it
-    # pays off only with more labelled rows than hidden units. The choice and the chunk count follow the positions
-    # that may carry a label, a static shape, rather than the labelled count: torch.compile would otherwise guard on
-    # the count and compile again whenever it crossed a threshold. A subclass of Linear (a quantized layer) computes
+    # pays off only with more labelled rows than hidden units. Under torch.compile the choice and the chunk count
+    # follow the positions that may carry a label, a static shape: a choice on the count would guard on it and
+    # compile again whenever the count crossed the threshold. A subclass of Linear (a quantized layer) computes
     # something else from its weight.
-    positions = labels.numel()
-    if torch.is_grad_enabled() and type(projection) is nn.Linear and positions > projection.in_features:
-        # As few chunks as keep each within LOGITS_PER_CHUNK even were every position labelled, since each chunk
-        # adds a pass over the weight's gradient.
-        chunks = max(1, math.ceil(positions * projection.out_features / LOGITS_PER_CHUNK))
+    rows_bound = labels.numel() if torch.compiler.is_compiling() else count
+    if torch.is_grad_enabled() and type(projection) is nn.Linear and rows_bound > projection.in_features:
+        # As few chunks as keep each within LOGITS_PER_CHUNK, since each chunk adds a pass over the weight's gradient.
+        chunks = max(1, math.ceil(rows_bound * projection.out_features / LOGITS_PER_CHUNK))
         loss = LinearCrossEntropy.apply(rows, projection.weight, projection.bias, targets, denominator, chunks)
         return loss, None
     logits = projection(rows)
