@@ -55,6 +55,10 @@ class RunSettings:
     # Trainer precision and device options (bf16, use_cpu, ...), passed to TrainingArguments over the protocol's.
     training_overrides: dict = field(default_factory=dict)
 
+    def steps_for(self, examples: int) -> int:
+        """`max_steps` or one epoch of `examples`, whichever is fewer (one device)."""
+        return min(self.max_steps, math.ceil(examples / self.batch_size))
+
 
 def fine_tune(model_path: str, task: Task, settings: RunSettings, output_dir: Path) -> dict:
     """Fine-tune `model_path` on `task` once; the model and tokenizer are saved in `output_dir`.
@@ -69,7 +73,7 @@ def fine_tune(model_path: str, task: Task, settings: RunSettings, output_dir: Pa
     tokenizer = load_tokenizer(model_path, task.kind, settings.trust_remote_code)
     recipe = RECIPES[task.kind](task, tokenizer, max_length=usable_length(settings.max_length, tokenizer, config))
     train = recipe.train_features(task.train)
-    steps = min(settings.max_steps, math.ceil(len(train) / settings.batch_size))
+    steps = settings.steps_for(len(train))
     set_seed(settings.seed)  # the new head's initial weights are part of what the seed varies
     model = HEADS[task.kind].from_pretrained(
         model_path, trust_remote_code=settings.trust_remote_code, **recipe.model_options(config)
@@ -147,21 +151,25 @@ def usable_length(requested: int, tokenizer, config) -> int:
     return min(limit for limit in limits if limit)
 
 
-def training_arguments(settings: RunSettings, steps: int, output_dir: Path) -> TrainingArguments:
-    protocol = dict(
+def protocol_arguments(settings: RunSettings, steps: int, output_dir: Path) -> dict:
+    """The TrainingArguments every run of the protocol shares, fine-tuning and retrieval alike."""
+    return dict(
         output_dir=str(output_dir),
         learning_rate=settings.learning_rate,
         seed=settings.seed,
         per_device_train_batch_size=settings.batch_size,
-        per_device_eval_batch_size=settings.batch_size,
         max_steps=steps,
         warmup_steps=math.ceil(settings.warmup_ratio * steps),
         lr_scheduler_type="linear",
-        eval_strategy="no",
         save_strategy="no",
         logging_steps=max(1, steps // 20),
         report_to=[],
     )
+
+
+def training_arguments(settings: RunSettings, steps: int, output_dir: Path) -> TrainingArguments:
+    protocol = protocol_arguments(settings, steps, output_dir)
+    protocol.update(per_device_eval_batch_size=settings.batch_size, eval_strategy="no")
     return TrainingArguments(**{**protocol, **settings.training_overrides})
 
 

@@ -8,12 +8,11 @@ on batches without duplicate texts, for which an in-batch "negative" would be a 
 all of a split's passages (positives and negatives) for each of its queries with `InformationRetrievalEvaluator`.
 """
 
-import math
 from pathlib import Path
 
 from transformers import set_seed
 
-from .finetune import RunSettings
+from .finetune import RunSettings, protocol_arguments
 from .tasks import Task
 
 # What a run reports, as sentence-transformers names them after the similarity's prefix. With one positive per query
@@ -100,23 +99,12 @@ def fine_tune_retrieval(model_path: str, task: Task, settings: RunSettings, outp
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
     train = training_pairs(task)
-    steps = min(settings.max_steps, math.ceil(len(train) / settings.batch_size))
+    steps = settings.steps_for(len(train))
     set_seed(settings.seed)
     model = mean_pooling_model(model_path, settings.max_length, settings.trust_remote_code)
-    protocol = dict(
-        output_dir=str(output_dir),
-        learning_rate=settings.learning_rate,
-        seed=settings.seed,
-        per_device_train_batch_size=settings.batch_size,
-        max_steps=steps,
-        warmup_steps=math.ceil(settings.warmup_ratio * steps),
-        lr_scheduler_type="linear",
-        # In-batch negatives: a text twice in a batch would be a "negative" that is a positive.
-        batch_sampler=BatchSamplers.NO_DUPLICATES,
-        save_strategy="no",
-        logging_steps=max(1, steps // 20),
-        report_to=[],
-    )
+    protocol = protocol_arguments(settings, steps, output_dir)
+    # In-batch negatives: a text twice in a batch would be a "negative" that is a positive.
+    protocol["batch_sampler"] = BatchSamplers.NO_DUPLICATES
     args = st.SentenceTransformerTrainingArguments(**{**protocol, **settings.training_overrides})
     loss = MultipleNegativesRankingLoss(model)
     trainer = st.SentenceTransformerTrainer(model=model, args=args, train_dataset=train, loss=loss)
