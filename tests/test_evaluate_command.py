@@ -7,11 +7,10 @@ import logging
 import pytest
 import torch
 
-from hf_encoders import MaeLmForMaskedLM
 from hf_encoders.cli import main
 from hf_encoders.evaluation.grid import RESULTS_FILE
 from tests.task_folders import write_ir_folder, write_task_folders
-from tests.tiny_models import corpus_tokenizer, save_tiny_bert, tiny_mae_lm_config
+from tests.tiny_models import save_tiny_bert, save_tiny_mae_lm
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -22,10 +21,7 @@ FAST = ["--max_steps", "2", "--per_device_train_batch_size", "8", "--max_length"
 def grid(tmp_path_factory):
     root = tmp_path_factory.mktemp("evaluate")
     torch.manual_seed(0)
-    tokenizer = corpus_tokenizer()
-    MaeLmForMaskedLM(tiny_mae_lm_config(vocab_size=len(tokenizer))).save_pretrained(root / "mae_lm")
-    tokenizer.save_pretrained(root / "mae_lm")
-    models = [str(root / "mae_lm"), save_tiny_bert(root / "bert")]
+    models = [save_tiny_mae_lm(root / "mae_lm"), save_tiny_bert(root / "bert")]
     folders = write_task_folders(root / "tasks")
     tasks = [f"{kind}:{folder}" for kind, folder in folders.items()] + [write_ir_folder(root / "tasks" / "ir")]
     arguments = [*models, *[item for task in tasks for item in ("--task", task)], "--output_dir", str(root / "out")]

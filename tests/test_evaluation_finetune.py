@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer
 
-from hf_encoders import BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclForPreTraining
+from hf_encoders import BiphasicEncoderForPreTraining, TaclForPreTraining
 from hf_encoders.evaluation.finetune import (
     QaWindows,
     QuestionAnswering,
@@ -25,10 +25,9 @@ from hf_encoders.evaluation.tasks import load_task
 from hf_encoders.metrics import entity_f1, entity_spans, squad_v2_metrics
 from tests.task_folders import SPLIT_SIZES, write_task_folders
 from tests.tiny_models import (
-    corpus_tokenizer,
     save_tiny_bert,
+    save_tiny_mae_lm,
     tiny_biphasic_config,
-    tiny_mae_lm_config,
     tiny_tacl_config,
     tiny_tokenizer,
 )
@@ -50,9 +49,7 @@ def task_folders(tmp_path_factory):
 def checkpoints(tmp_path_factory):
     root = tmp_path_factory.mktemp("checkpoints")
     torch.manual_seed(0)
-    tokenizer = corpus_tokenizer()
-    MaeLmForMaskedLM(tiny_mae_lm_config(vocab_size=len(tokenizer))).save_pretrained(root / "mae_lm")
-    tokenizer.save_pretrained(root / "mae_lm")
+    save_tiny_mae_lm(root / "mae_lm")
     BiphasicEncoderForPreTraining(tiny_biphasic_config(classifier_pooling="cls")).save_pretrained(root / "biphasic")
     tiny_tokenizer("llama").save_pretrained(root / "biphasic")
     TaclForPreTraining(tiny_tacl_config()).save_pretrained(root / "tacl")

@@ -169,6 +169,16 @@ def save_tiny_bert(folder, model_class=None, **overrides) -> str:
     return str(folder)
 
 
+def save_tiny_mae_lm(folder) -> str:
+    """A tiny MaeLmForMaskedLM checkpoint saved with its `corpus_tokenizer()`, for commands that read a folder."""
+    from hf_encoders import MaeLmForMaskedLM
+
+    tokenizer = corpus_tokenizer()
+    MaeLmForMaskedLM(tiny_mae_lm_config(vocab_size=len(tokenizer))).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
 # ---- trainable pre-training models and data ----
 
 # The family-wide tests' variants: each family of TINY_CONFIGS, or one variant per objective where its pre-training
