@@ -31,6 +31,9 @@ class Family:
     export_note: str = "its checkpoints load without remote code already"
     # In the demo, the family whose freshly trained encoder this method continues (TaCL needs a pretrained one).
     demo_continues: str | None = None
+    # What else differs from the demo's MLM baseline row besides the objective: the demo runs each method as it is
+    # usually set up, so its table must say which differences confound a comparison (experiments/ controls them).
+    demo_confounds: str = "none: this is the baseline"
 
     @property
     def card_template(self) -> str:
@@ -62,6 +65,8 @@ FAMILIES: dict[str, Family] = {
             config="hf_encoders.models.mae_lm:MaeLmConfig",
             lora_target_modules=("q_proj", "v_proj"),  # the pre-training decoder (dropped at fine-tuning) shares them
             export_note="MAE-LM checkpoints need no export: fine-tune them with --trust_remote_code",
+            demo_confounds="relative position bias; no loss on unmasked tokens (the baseline's 80/10/10 makes its top "
+            "layer reproduce real tokens, which needs many dimensions); a decoder takes part of the work",
         ),
         Family(
             name="tacl",
@@ -72,6 +77,7 @@ FAMILIES: dict[str, Family] = {
             config="hf_encoders.models.tacl:TaclConfig",
             exporter="hf_encoders.export:export_student",
             demo_continues="mlm",
+            demo_confounds="continues the baseline, so it has had twice the pre-training steps of every other row",
         ),
         Family(
             name="biphasic",
@@ -82,6 +88,8 @@ FAMILIES: dict[str, Family] = {
             config="hf_encoders.models.biphasic:BiphasicConfig",
             lora_target_modules=("q_proj", "v_proj"),  # Llama's attention, as peft's own llama default
             exporter="hf_encoders.export:export_biphasic",
+            demo_confounds="another architecture (RoPE, RMSNorm, SwiGLU, grouped-query attention) and 40% masking: "
+            "its score cannot be credited to the CLM phase, which only a same-architecture MLM-only run isolates",
         ),
     )
 }

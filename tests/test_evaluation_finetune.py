@@ -155,6 +155,29 @@ def test_qa_training_positions_point_at_the_answer(family, checkpoints, task_fol
     assert pointed >= sum(1 for answers in task.train["answers"] if answers["text"]) > 0
 
 
+def test_a_question_longer_than_the_window_is_cut_to_half_of_it(checkpoints, task_folders):
+    """A question of 100 tokens in windows of 64 (stride 16) made tokenizers panic; it keeps its first 32 tokens and
+    every window still reaches the answer's context."""
+    task = load_task(f"qa:{task_folders / 'qa'}")
+    tokenizer = AutoTokenizer.from_pretrained(checkpoints["bert"])
+    recipe = QuestionAnswering(task, tokenizer, max_length=64)
+    long_question = " ".join(["w7 w8"] * 50)
+    batch = {"question": [long_question], "context": [task.train[0]["context"]]}
+    windows = recipe.windows(batch)
+    question_tokens = [sum(1 for s in windows.sequence_ids(w) if s == 0) for w in range(len(windows["input_ids"]))]
+    assert question_tokens == [32] * len(question_tokens)
+    first_32 = tokenizer(long_question, add_special_tokens=False)["input_ids"][:32]
+    assert windows["input_ids"][0][1:33] == first_32
+    context_ids = tokenizer(task.train[0]["context"], add_special_tokens=False)["input_ids"]
+    seen = [
+        i
+        for w in range(len(question_tokens))
+        for i, s in zip(windows["input_ids"][w], windows.sequence_ids(w))
+        if s == 1
+    ]
+    assert set(seen) == set(context_ids)
+
+
 def test_a_checkpoint_without_the_head_is_refused(checkpoints, task_folders, tmp_path):
     task = load_task(f"sc:{task_folders / 'sc'}")
     with pytest.raises(

@@ -343,7 +343,7 @@ class QuestionAnswering(Recipe):
     def windows(self, batch: dict):
         """Question first, then as much context as fits, in overlapping windows; padded to max_length."""
         return self.tokenizer(
-            [question.lstrip() for question in batch["question"]],
+            self.shortened([question.lstrip() for question in batch["question"]]),
             batch["context"],
             truncation="only_second",
             max_length=self.max_length,
@@ -352,6 +352,18 @@ class QuestionAnswering(Recipe):
             return_offsets_mapping=True,
             padding="max_length",
         )
+
+    def shortened(self, questions: list[str]) -> list[str]:
+        """Each question cut to its first max_length // 2 tokens (BERT's max_query_length), so a window always has
+        room for more context than the `stride` it overlaps by: tokenizers panics otherwise."""
+        offsets = self.tokenizer(
+            questions,
+            add_special_tokens=False,
+            truncation=True,
+            max_length=self.max_length // 2,
+            return_offsets_mapping=True,
+        )["offset_mapping"]
+        return [question[: spans[-1][1]] if spans else question for question, spans in zip(questions, offsets)]
 
     def tokenize(self, batch: dict) -> dict:
         encoded = self.windows(batch)

@@ -1,0 +1,83 @@
+"""Why an MAE-LM encoder's real tokens use the rank they do: three measures `hf-encoders analyze` does not take.
+
+For each MAE-LM pre-training checkpoint (encoder, decoder and LM head), on blocks of the corpus:
+- the top layer's rank_0.9 of real tokens uncentered (MAE-LM's definition) and centered, and the share of their
+  energy in the mean direction: a large shared offset (post-LN bias) lowers the uncentered rank by itself;
+- the masked-LM loss with the encoder's states, and with every encoder state replaced by their mean: the gap is how
+  much the decoder reads the encoder; a decoder that predicts from positions and the [MASK] embedding alone (the
+  decoder "taking over") leaves the encoder nothing to learn;
+- the share of the loss's gradient norm that reaches the encoder's layers: with δ = 0 the encoder reaches the loss
+  only through the decoder's attention (no residual path at a masked position), so its share is far smaller.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+from transformers import AutoTokenizer
+
+from hf_encoders.analysis.rank import effective_rank
+from hf_encoders.models.mae_lm import MaeLmForMaskedLM
+
+
+def probe(checkpoint: Path, texts: list[str], blocks: int = 64, length: int = 128, seed: int = 0) -> dict:
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    model = MaeLmForMaskedLM.from_pretrained(checkpoint).eval()
+    ids = tokenizer("\n\n".join(texts), add_special_tokens=False)["input_ids"][: blocks * (length - 2)]
+    rows = torch.tensor(ids).view(-1, length - 2)
+    cls, sep = torch.full((len(rows), 1), tokenizer.cls_token_id), torch.full((len(rows), 1), tokenizer.sep_token_id)
+    input_ids = torch.cat([cls, rows, sep], dim=1)
+    generator = torch.Generator().manual_seed(seed)
+    masked = torch.rand(input_ids.shape, generator=generator) < 0.15
+    masked[:, [0, -1]] = False
+    labels = input_ids.masked_fill(~masked, -100)
+    corrupted = input_ids.masked_fill(masked, tokenizer.mask_token_id)
+    model(corrupted, labels=labels).loss.backward()
+    with torch.no_grad():
+        states = model.mae_lm(input_ids).last_hidden_state.flatten(0, 1).double()
+        loss = model(corrupted, labels=labels).loss.item()
+        model.encode_compacted = mean_states(model.encode_compacted)
+        ablated_loss = model(corrupted, labels=labels).loss.item()
+    mean = states.mean(0)
+    return {
+        "rank_uncentered": int(effective_rank(states)),
+        "rank_centered": int(effective_rank(states - mean)),
+        "mean_direction_energy": float(mean.square().sum() / states.square().sum(-1).mean()),
+        "masked_lm_loss": loss,
+        "masked_lm_loss_encoder_ablated": ablated_loss,
+        "encoder_gradient_share": gradient_share(model, "mae_lm.layers."),
+    }
+
+
+def gradient_share(model, prefix: str) -> float:
+    """||gradient of the parameters under `prefix`|| / ||gradient of all parameters||."""
+    norms = {
+        name: parameter.grad.norm() ** 2 for name, parameter in model.named_parameters() if parameter.grad is not None
+    }
+    return float(sum(v for k, v in norms.items() if k.startswith(prefix)) / sum(norms.values())) ** 0.5
+
+
+def mean_states(encode_compacted):
+    """The encoder, with each of its output states replaced by the mean of the batch's states (positions it did not
+    read stay zero, as in the model)."""
+
+    def encode(*args, **kwargs):
+        states = encode_compacted(*args, **kwargs)
+        read = states.abs().sum(-1, keepdim=True) > 0
+        mean = states.sum((0, 1)) / read.sum()
+        return torch.where(read, mean, states)
+
+    return encode
+
+
+def main(corpus: Path, output: Path, checkpoints: list[Path]) -> None:
+    texts = [json.loads(line)["text"] for line in corpus.open()]
+    results = {checkpoint.name: probe(checkpoint, texts[-40:]) for checkpoint in checkpoints}
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(results, indent=2))
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), Path(sys.argv[2]), [Path(p) for p in sys.argv[3:]])
