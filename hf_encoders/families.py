@@ -65,8 +65,8 @@ FAMILIES: dict[str, Family] = {
             config="hf_encoders.models.mae_lm:MaeLmConfig",
             lora_target_modules=("q_proj", "v_proj"),  # the pre-training decoder (dropped at fine-tuning) shares them
             export_note="MAE-LM checkpoints need no export: fine-tune them with --trust_remote_code",
-            demo_confounds="relative position bias; no loss on unmasked tokens (the baseline's 80/10/10 makes its top "
-            "layer reproduce real tokens, which needs many dimensions); a decoder takes part of the work",
+            demo_confounds="relative position bias, a decoder, no loss on unmasked tokens; at this budget its encoder "
+            "is still unused (the unigram plateau: experiments/REPORT.md, M), so its rank says nothing about MAE-LM",
         ),
         Family(
             name="tacl",
