@@ -189,7 +189,7 @@ def m1(root: Path, figures: Path):
     found = deltas(root)
     if found is None:
         return None
-    models, _ = found
+    models, table = found
     mlm, mae = models["delta_1.0"], models["delta_0.0"]
     gap = mlm["effective_rank"][-1] - mlm["effective_rank_with_mask"][-1]
     verdict = plateau_verdict(root) or VERDICTS[(gap > 0) + (mae["effective_rank"][-1] >= mlm["effective_rank"][-1])]
@@ -217,7 +217,7 @@ def m1(root: Path, figures: Path):
                     model["effective_rank"],
                     model["effective_rank_with_mask"],
                     f"{model['self_similarity'][-1]:.3f}",
-                    *score_cells(found[1], "m_" + label, KINDS),
+                    *score_cells(table, "m_" + label, KINDS),
                 ]
                 for label, model in models.items()
             ],
@@ -230,7 +230,7 @@ def m1(root: Path, figures: Path):
         "",
         *probe_lines(root, "m"),
         copy_figure(root / "analysis" / "m" / "layer_curves.png", figures, "m_layer_curves.png"),
-        figure_link(plot_delta_sweep(models, found[1], figures).name),
+        figure_link(plot_delta_sweep(models, table, figures).name),
         "",
         *collapsed_sweep_lines(root),
     ]

@@ -5,11 +5,10 @@ import random
 import sys
 from pathlib import Path
 
-import pytest
-
+# The experiments are scripts, not a package: their folder goes on the path, as `python experiments/...` puts it.
 sys.path.insert(0, str(Path(__file__).parents[1] / "experiments"))
-corpus = pytest.importorskip("corpus")
-tasks = pytest.importorskip("tasks")
+import corpus
+import tasks
 
 PAGE = """\
 :mod:`json` --- JSON encoder and decoder
