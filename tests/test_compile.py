@@ -4,8 +4,11 @@ most one graph break, and a bounded number of graphs however the mask counts and
 import pytest
 import torch
 import torch._dynamo
+import torch._inductor.config
+from transformers import TrainingArguments
 
 from hf_encoders import BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclForPreTraining
+from hf_encoders.training.pretrain import prefer_aten_random_numbers
 from tests.tiny_models import MASK_TOKEN_ID, tiny_biphasic_config, tiny_mae_lm_config, tiny_tacl_config
 
 BATCH, LENGTH = 4, 32
@@ -66,3 +69,19 @@ def test_changing_mask_counts_compile_the_step_at_most_twice(name):
     after_warm_up = len(graphs)
     compiled(**batch(4)).loss.backward()
     assert len(graphs) == after_warm_up
+
+
+def test_a_compiled_cpu_run_draws_dropout_as_eager_does(tmp_path):
+    """The pretrain command's compiled CPU runs keep aten's random numbers (inductor's own are slower there), so a
+    compiled step drops the same units as the eager step with the same seed."""
+    torch._dynamo.reset()
+    dropout = torch.nn.Dropout(0.5)
+    compiled = torch.compile(dropout)  # inductor, as Trainer's --torch_compile
+    ones = torch.ones(32, 32)
+    # inductor's own patch restores the setting afterwards (pytest's monkeypatch would delete it, hiding it from torch).
+    with torch._inductor.config.patch(fallback_random=False):
+        prefer_aten_random_numbers(TrainingArguments(str(tmp_path), torch_compile=True, use_cpu=True))
+        torch.manual_seed(0)
+        eager_units = dropout(ones)
+        torch.manual_seed(0)
+        assert torch.equal(compiled(ones), eager_units)

@@ -10,6 +10,7 @@ from datasets import Dataset
 from safetensors.torch import load_file, save_file
 from transformers import (
     BertConfig,
+    BertForPreTraining,
     BertModel,
     RobertaConfig,
     Trainer,
@@ -194,6 +195,16 @@ def test_students(student_type):
         out = model(**batch)
     if student_type != "bert":
         torch.testing.assert_close(out.mlm_loss, own.loss)  # the student's own head and loss, at anchors only
+
+
+def test_wrapping_a_loaded_student_keeps_its_attention_implementation():
+    student = BertForPreTraining(BertConfig(**BERT_SHAPE, attn_implementation="eager"))
+    model = TaclForPreTraining(tiny_tacl_config(student.config), student=student)
+    # Building the TaCL config used to reset the student's own config to None, which every layer reads.
+    assert student.config._attn_implementation == "eager"
+    layers = [module for name, module in model.named_modules() if name.endswith("attention.self")]
+    assert len(layers) == 2 * BERT_SHAPE["num_hidden_layers"]  # the student's and the teacher's
+    assert {layer.config._attn_implementation for layer in layers} == {"eager"}
 
 
 def test_the_embeddings_are_the_students_and_resizing_is_refused(tiny_model):

@@ -5,6 +5,8 @@ TaCL is a way of continuing to train an existing encoder, not an architecture: t
 own config (BERT, RoBERTa, ModernBERT, ...) as a nested sub-config, plus the few knobs of the objective.
 """
 
+import copy
+
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -55,6 +57,11 @@ class TaclConfig(PreTrainedConfig):
 
     def __post_init__(self, **kwargs):
         self.check_student_type_is_known()
+        if isinstance(self.student_config, PreTrainedConfig):
+            # Initialising a config resets its sub-configs' attention implementation to None. Often the config given
+            # is the very student being wrapped, whose layers would then dispatch with no implementation (a warning,
+            # and a graph break in every layer under torch.compile): work on a copy.
+            self.student_config = copy.deepcopy(self.student_config)
         super().__post_init__(**kwargs)
         if self.use_nsp is None:
             self.use_nsp = self.student_config.model_type in NSP_MODEL_TYPES
