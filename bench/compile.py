@@ -10,6 +10,7 @@ The target (issue 13) is below 1.0 on CPU. Also printed: how long warm-up took, 
 """
 
 import argparse
+import functools
 import itertools
 import statistics
 import tempfile
@@ -97,9 +98,13 @@ def main() -> None:
         print("| method | eager s/step, before / after | compiled s/step | ratio | target | met | compiled warm-up s |")
         print("|---|---|---|---|---|---|---|")
         for method in settings.methods.split(","):
-            before, _ = run(method, False, folder, folder / "tokenizer", folder / "bert", settings)
-            compiled, warm_up = run(method, True, folder, folder / "tokenizer", folder / "bert", settings)
-            after, _ = run(method, False, folder, folder / "tokenizer", folder / "bert", settings)
+            # The same run but for `compiled`: eager before and after the compiled one.
+            measure = functools.partial(
+                run, method, folder=folder, tokenizer=folder / "tokenizer", bert=folder / "bert", settings=settings
+            )
+            before, _ = measure(compiled=False)
+            compiled, warm_up = measure(compiled=True)
+            after, _ = measure(compiled=False)
             ratio = compiled / statistics.mean([before, after])
             print(
                 f"| {method} | {before:.3f} / {after:.3f} | {compiled:.3f} | {ratio:.2f} | < 1.0 "
