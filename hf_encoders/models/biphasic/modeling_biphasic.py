@@ -196,8 +196,8 @@ class BiphasicEncoder(BiphasicPreTrainedModel, LlamaModel):
         )
         if is_causal:
             # position_ids=None keeps transformers' own packing detection out: over three or more documents without
-            # padding it lets a document see part of the previous one (transformers 5.23; tested here).
-            return create_causal_mask(**arguments, past_key_values=None, position_ids=None)
+            # padding it lets a document see part of the previous one (transformers 5.23-5.24; tested here).
+            return create_causal_mask(**arguments, cache=None, position_ids=None)
         return create_bidirectional_mask(**arguments)
 
 
