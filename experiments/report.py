@@ -113,7 +113,13 @@ def scores(root: Path, name: str) -> dict[str, dict[str, tuple[float, float]]]:
 
 def score_cells(table: dict, label: str, kinds: list[str]) -> list[str]:
     """ "mean ± std" of each task, or blanks where the model was not evaluated (yet)."""
-    return [f"{table[label][kind][0]:.3g} ± {table[label][kind][1]:.2g}" if label in table else "" for kind in kinds]
+    return [
+        f"{table[label][kind][0]:.3g} ± {spread(table[label][kind][1])}" if label in table else "" for kind in kinds
+    ]
+
+
+def spread(std: float | None) -> str:
+    return "n/a" if std is None else f"{std:.2g}"  # evaluate has no spread over one seed
 
 
 def markdown_table(header: list[str], rows: list[list]) -> list[str]:

@@ -22,6 +22,11 @@ class Recipe:
     perplexity_loss = "eval_loss"
     # What stops `--pack_documents`, if anything: the model must keep attention within each packed document.
     no_packed_documents: str | None = None
+    # The command-line fix for a tokenizer without [MASK].
+    missing_mask_token_fix = (
+        "pass --tokenizer_name a tokenizer that has one, or leave --tokenizer_name out to train a WordPiece tokenizer "
+        "(with [MASK]) on the corpus."
+    )
 
     def __init__(self, family: Family):
         self.family = family
@@ -61,6 +66,15 @@ class Recipe:
                 f"--pack_documents cannot be used with {self.family.title}: {self.no_packed_documents} Drop "
                 "--pack_documents, or pre-train with --method mae_lm or --method biphasic, whose models keep "
                 "attention within each document of a packed row."
+            )
+
+    def check_tokenizer(self, args, tokenizer: PreTrainedTokenizerBase) -> None:
+        """Refuse a tokenizer without [MASK] before a model is built for it, in the command line's words."""
+        if tokenizer.mask_token is None:
+            source = args.tokenizer_name or args.model_name_or_path
+            raise ValueError(
+                f"The tokenizer of {source} has no mask token, which {self.family.title} needs: "
+                f"{self.missing_mask_token_fix}"
             )
 
     def callbacks(self, args) -> list[TrainerCallback]:
