@@ -2,13 +2,18 @@
 
 import pytest
 import torch
+from transformers import TrainerControl, TrainerState, TrainingArguments
 from transformers.testing_utils import CaptureLogger
 
 from hf_encoders import DataCollatorForMaeLm, MaeLmForMaskedLM, MaeLmForSequenceClassification
 from hf_encoders.cli import main
 from hf_encoders.models.mae_lm import modeling_mae_lm
 from hf_encoders.models.tacl import TaclForPreTraining
+from hf_encoders.training import callbacks
 from hf_encoders.training.arguments import SIZES_HELP
+from hf_encoders.training.callbacks import DiagnosticsCallback, collapse
+from hf_encoders.training.cards import training_summary
+from hf_encoders.training.loss_curves import wants_log_axis
 from hf_encoders.training.recipes import biphasic, mae_lm, mlm
 from tests.tiny_models import tiny_mae_lm_config, tiny_tokenizer
 
@@ -117,3 +122,39 @@ def test_help_states_the_sizes_of_every_preset():
     for sizes in (mae_lm.SIZES, mlm.SIZES, biphasic.SIZES):
         for name, shape in sizes.items():
             assert f"{name} {shape['num_hidden_layers']} x {shape['hidden_size']}" in SIZES_HELP
+
+
+def test_a_collapse_after_warm_up_warns_once_and_reaches_the_card(tmp_path, monkeypatch):
+    collapsed = {"effective_rank": 1, "self_similarity": 0.97}
+    assert collapse(collapsed) and collapse({"effective_rank": 3, "self_similarity": 0.95})
+    assert collapse({"effective_rank": 3, "self_similarity": 0.94}) is None
+    callback = DiagnosticsCallback(2, tokenizer=None, sentences=["a sentence."])
+    monkeypatch.setattr(callback, "measure", lambda model: dict(collapsed))
+    args = TrainingArguments(tmp_path, warmup_steps=4, report_to="none", use_cpu=True)
+    state = TrainerState(max_steps=10)
+    steps_warned = []
+    for step in (2, 4, 6, 8):
+        state.global_step = step
+        with CaptureLogger(callbacks.logger) as captured:
+            callback.on_step_end(args, state, TrainerControl())
+        steps_warned += [step] if "has collapsed" in captured.out else []
+        assert step != 6 or "Try a lower --learning_rate or a longer warm-up" in captured.out
+    assert steps_warned == [6], "after warm-up, once"
+
+    state.log_history = [{"step": 8, "loss": 1.0, **collapsed}]
+    assert "- representation collapse: at step 8" in training_summary(state)
+    state.log_history = [{"step": 8, "loss": 1.0, "effective_rank": 20, "self_similarity": 0.3}]
+    assert "collapse" not in training_summary(state)
+
+
+def test_a_log_axis_only_over_more_than_a_decade():
+    assert not wants_log_axis([8.6, 9.1, 8.0]) and wants_log_axis([0.05, 0.7, 6.0]) and not wants_log_axis([])
+
+
+def test_the_biphasic_card_says_which_phases_ran(bert, tmp_path):
+    pfs, cpt = tmp_path / "pfs", tmp_path / "cpt"
+    assert main(tiny_argv(pfs, "biphasic", "--tokenizer_name", bert)) == 0
+    assert "losses of the two phases" in (pfs / "README.md").read_text()
+    assert main(tiny_argv(cpt, "biphasic", "--model_name_or_path", str(pfs))) == 0
+    card = (cpt / "README.md").read_text()
+    assert "masked language modelling alone" in card and "two phases" not in card

@@ -86,6 +86,10 @@ class Recipe:
         lines = [f"- masking ratio: {ratio:.0%}"]
         return lines + ([f"- initialised from: {args.starting_checkpoint}"] if args.starting_checkpoint else [])
 
+    def card_variables(self, args) -> dict[str, str]:
+        """Variables of the method's card template that depend on the run (biphasic: which phases it ran)."""
+        return {}
+
     def encoder(self, model: PreTrainedModel) -> PreTrainedModel:
         """The model `export_encoder` writes, out of the model trained (TaCL: its student)."""
         return model

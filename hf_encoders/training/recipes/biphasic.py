@@ -88,5 +88,24 @@ class BiphasicRecipe(Recipe):
     def callbacks(self, args):
         return [PhaseScheduleCallback.from_string(self.phases(args))]
 
+    def card_variables(self, args) -> dict[str, str]:
+        """What the card says about how this run trained: both phases (PFS), or MLM alone from a start (CPT)."""
+        objectives = [phase.split(":")[0] for phase in self.phases(args).split(",")]
+        if "clm" not in objectives:
+            start = f"the causal language model {args.from_causal_lm}" if args.from_causal_lm else "a checkpoint"
+            return dict(
+                how_trained=f"continued from {start} with masked language modelling alone, on a bidirectional mask "
+                "(the paper's continued pre-training, CPT: Gisserot-Boukhlef et al., 2025, found MLM continued from a "
+                "causal LM a better encoder than MLM continued from an MLM model).",
+                loss_terms="`mlm_loss` in the training logs is the masked-LM loss; this run had no CLM phase.",
+            )
+        return dict(
+            how_trained="trained first with causal language modelling and then with masked language modelling on the "
+            "same weights; only the attention mask changes between the phases. Following Gisserot-Boukhlef et al. "
+            "(2025), the CLM phase makes training data-efficient and stable, and the MLM phase turns the network "
+            "into a bidirectional encoder.",
+            loss_terms="`clm_loss` and `mlm_loss` in the training logs are the losses of the two phases.",
+        )
+
     def summary_lines(self, args):
         return [*super().summary_lines(args), f"- phases (objective:fraction of steps): {self.phases(args)}"]
