@@ -158,3 +158,24 @@ def test_the_biphasic_card_says_which_phases_ran(bert, tmp_path):
     assert main(tiny_argv(cpt, "biphasic", "--model_name_or_path", str(pfs))) == 0
     card = (cpt / "README.md").read_text()
     assert "masked language modelling alone" in card and "two phases" not in card
+
+
+def test_a_resume_does_not_call_a_tied_weight_missing(tmp_path):
+    from types import SimpleNamespace
+
+    from transformers import trainer as trainer_module
+
+    from hf_encoders.training.validation import PretrainingTrainer
+
+    model = MaeLmForMaskedLM(tiny_mae_lm_config())
+    trainer = PretrainingTrainer(model=model, args=TrainingArguments(tmp_path, report_to="none", use_cpu=True))
+    with CaptureLogger(trainer_module.logger) as captured:
+        trainer._issue_warnings_after_load(
+            SimpleNamespace(missing_keys=["lm_head.vocab_projection.weight"], unexpected_keys=[])
+        )
+    assert "missing keys" not in captured.out
+    with CaptureLogger(trainer_module.logger) as captured:
+        trainer._issue_warnings_after_load(
+            SimpleNamespace(missing_keys=["lm_head.vocab_projection.weight", "lm_head.bias"], unexpected_keys=[])
+        )
+    assert "missing keys in the checkpoint model loaded: ['lm_head.bias']" in captured.out

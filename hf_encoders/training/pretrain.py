@@ -171,6 +171,8 @@ def build_trainer(
     model = recipe.build_model(args, tokenizer)
     check_mask_token(model, tokenizer)
     check_pad_token(recipe.encoder(model), tokenizer)
+    if getattr(model.config, "pad_token_id", None) is None:  # TaCL's: else Trainer sets it, with a warning
+        model.config.pad_token_id = tokenizer.pad_token_id
     if not args.starting_checkpoint:  # the saved tokenizer states the length the new position table takes
         tokenizer.model_max_length = recipe.encoder(model).config.max_position_embeddings
     collator = recipe.build_collator(args, tokenizer)
