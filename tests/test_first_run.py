@@ -15,7 +15,7 @@ from hf_encoders.training.callbacks import DiagnosticsCallback, collapse
 from hf_encoders.training.cards import training_summary
 from hf_encoders.training.loss_curves import wants_log_axis
 from hf_encoders.training.recipes import biphasic, mae_lm, mlm
-from tests.tiny_models import tiny_mae_lm_config, tiny_tokenizer
+from tests.tiny_models import save_tiny_bert, tiny_mae_lm_config, tiny_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -179,3 +179,36 @@ def test_a_resume_does_not_call_a_tied_weight_missing(tmp_path):
             SimpleNamespace(missing_keys=["lm_head.vocab_projection.weight", "lm_head.bias"], unexpected_keys=[])
         )
     assert "missing keys in the checkpoint model loaded: ['lm_head.bias']" in captured.out
+
+
+def test_a_fresh_task_head_loads_quietly_and_missing_encoder_weights_are_named(tmp_path):
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForSequenceClassification, modeling_utils
+
+    from hf_encoders.evaluation import finetune
+
+    folder = tmp_path / "bert"
+    save_tiny_bert(folder)  # BertForPreTraining: a classifier's head is new, the pre-training heads are left over
+    with CaptureLogger(modeling_utils.logger) as transformers_log, CaptureLogger(finetune.logger) as ours:
+        finetune.load_with_fresh_head(AutoModelForSequenceClassification, str(folder), num_labels=2)
+    assert "LOAD REPORT" not in transformers_log.out and ours.out == ""
+
+    weights = load_file(folder / "model.safetensors")
+    save_file(
+        {key: value for key, value in weights.items() if "layer.0.output.dense" not in key},
+        folder / "model.safetensors",
+    )
+    with CaptureLogger(finetune.logger) as ours:
+        finetune.load_with_fresh_head(AutoModelForSequenceClassification, str(folder), num_labels=2)
+    assert "lacks encoder weights ['bert.encoder.layer.0.output.dense.bias'" in ours.out
+
+
+def test_max_steps_cut_to_one_epoch_is_said_once():
+    from hf_encoders.evaluation import finetune
+
+    settings = finetune.RunSettings(learning_rate=1e-5, seed=0, max_steps=20, batch_size=32)
+    with CaptureLogger(finetune.logger) as captured:
+        assert settings.steps_for(150) == 5 and settings.steps_for(150) == 5
+        assert settings.steps_for(1000) == 20
+    assert captured.out.count("--max_steps 20 is more than one epoch") == 1
+    assert "150 training examples at batch 32: its runs take 5 steps" in captured.out
