@@ -159,7 +159,7 @@ def protocol_section(protocol: dict, poolings: dict[str, str], names: dict[str, 
         f"({len(results)} finished runs). The rate is chosen on the validation mean of the main metric (SC accuracy, "
         "TC entity F1, QA F1, IR nDCG@10). A mean's 95% confidence interval is Student t's over the seeds at the "
         "chosen rate: mean ± t(0.975, seeds - 1) x standard deviation / sqrt(seeds); it leaves out the rate's "
-        f"selection on the same seeds. {SCALE_NOTE}",
+        "selection on the same seeds.",
         "",
         "Heads and pooling:",
         "",

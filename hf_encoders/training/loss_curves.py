@@ -29,30 +29,34 @@ def wants_log_axis(values: list[float]) -> bool:
 
 
 def plot_loss_curves(curves: dict[str, list[dict]], path: Path, title: str = "Pre-training loss") -> Path:
-    """One axis; a line per (run, loss term). `curves` maps a run's label to its Trainer log_history."""
-    figure, axis = plt.subplots(figsize=(9, 4.5), layout="constrained")
-    drawn: list[float] = []
-    for label, log_history in curves.items():
-        for evaluation in (False, True):
-            series = loss_series(log_history, evaluation)
-            for term, (steps, values) in series.items():
-                # A total goes wide and pale beneath its terms: where one term is the whole loss (biphasic's
-                # clm_loss, then mlm_loss) it equals the total step for step and would hide it.
-                total = term in ("loss", "eval_loss") and len(series) > 1
-                style = dict(linewidth=6, alpha=0.35, zorder=1) if total else dict(linewidth=1.3, zorder=2)
-                if evaluation:
-                    style.update(linestyle="--", marker="o", markersize=3)
-                name = label if term == "loss" else f"{label}: {term}" + (" (validation)" if evaluation else "")
-                axis.plot(steps, values, label=name, **style)
-                drawn += values
-    wide = wants_log_axis(drawn)
-    axis.set(
-        xlabel="step", ylabel="loss (log scale)" if wide else "loss", title=title, yscale="log" if wide else "linear"
-    )
-    axis.grid(alpha=0.3)
-    if axis.lines:  # a run shorter than --logging_steps logged no loss
-        axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)  # off the data
+    """A panel per run (one axis for one run), a line per loss term. `curves` maps a run's label to its Trainer
+    log_history. Runs get panels of their own: on one axis, several runs' losses near the same value hide each other."""
+    figure, axes = plt.subplots(len(curves), 1, figsize=(9, 1 + 3.5 * len(curves)), layout="constrained", squeeze=False)
+    for axis, (label, log_history) in zip(axes[:, 0], curves.items()):
+        plot_run(axis, log_history)
+        axis.set_title(title if len(curves) == 1 else f"{title}: {label}")
     path = Path(path)
     figure.savefig(path.with_suffix(".tmp.png"))
     plt.close(figure)
     return path.with_suffix(".tmp.png").replace(path)
+
+
+def plot_run(axis, log_history: list[dict]) -> None:
+    """One run's training and validation loss terms on `axis`, labelled, with the legend beside the data."""
+    drawn: list[float] = []
+    for evaluation in (False, True):
+        series = loss_series(log_history, evaluation)
+        for term, (steps, values) in series.items():
+            # A total goes wide and pale beneath its terms: where one term is the whole loss (biphasic's clm_loss,
+            # then mlm_loss) it equals the total step for step and would hide it.
+            total = term in ("loss", "eval_loss") and len(series) > 1
+            style = dict(linewidth=6, alpha=0.35, zorder=1) if total else dict(linewidth=1.3, zorder=2)
+            if evaluation:
+                style.update(linestyle="--", marker="o", markersize=3)
+            axis.plot(steps, values, label=f"{term} (validation)" if evaluation else term, **style)
+            drawn += values
+    wide = wants_log_axis(drawn)
+    axis.set(xlabel="step", ylabel="loss (log scale)" if wide else "loss", yscale="log" if wide else "linear")
+    axis.grid(alpha=0.3)
+    if axis.lines:  # a run shorter than --logging_steps logged no loss
+        axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
