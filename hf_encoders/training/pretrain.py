@@ -173,8 +173,11 @@ def build_trainer(
     check_pad_token(recipe.encoder(model), tokenizer)
     if getattr(model.config, "pad_token_id", None) is None:  # TaCL's: else Trainer sets it, with a warning
         model.config.pad_token_id = tokenizer.pad_token_id
-    if not args.starting_checkpoint:  # the saved tokenizer states the length the new position table takes
-        tokenizer.model_max_length = recipe.encoder(model).config.max_position_embeddings
+    # The saved tokenizer states the length the model's position table takes: a new table's, or at most the table of
+    # a checkpoint continued (a tokenizer converted from GGUF says 10^30; RoBERTa's says 512 of a 514-row table).
+    positions = recipe.encoder(model).config.max_position_embeddings
+    starts_new = not args.starting_checkpoint
+    tokenizer.model_max_length = positions if starts_new else min(tokenizer.model_max_length, positions)
     collator = recipe.build_collator(args, tokenizer)
     # Masks from (seed, epoch, batch): a resumed run masks exactly as the uninterrupted one (data/reproducible_masking).
     collator.seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
