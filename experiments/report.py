@@ -113,7 +113,13 @@ def scores(root: Path, name: str) -> dict[str, dict[str, tuple[float, float]]]:
 
 def score_cells(table: dict, label: str, kinds: list[str]) -> list[str]:
     """ "mean ± std" of each task, or blanks where the model was not evaluated (yet)."""
-    return [f"{table[label][kind][0]:.3g} ± {table[label][kind][1]:.2g}" if label in table else "" for kind in kinds]
+    return [
+        f"{table[label][kind][0]:.3g} ± {spread(table[label][kind][1])}" if label in table else "" for kind in kinds
+    ]
+
+
+def spread(std: float | None) -> str:
+    return "n/a" if std is None else f"{std:.2g}"  # evaluate has no spread over one seed
 
 
 def markdown_table(header: list[str], rows: list[list]) -> list[str]:
@@ -350,7 +356,7 @@ def b1(root: Path, figures: Path):
     kinds = KINDS
     pfs, mlm = table["b1_clm_then_mlm"], table["b1_mlm_only"]
     wins = [kind for kind in kinds if pfs[kind][0] > mlm[kind][0]]
-    # Per task: the metrics' scales differ (QA's F1 is in points), so their spreads are not averaged.
+    # Per task: tasks differ in how much seeds move them, so their spreads are not averaged.
     steadier = [kind for kind in kinds if pfs[kind][1] < mlm[kind][1]]
     verdict = (len(wins) >= 3) + (len(steadier) >= 3)
     row = (

@@ -3,13 +3,14 @@ runs, what a rerun skips, how an interrupted or failing grid continues, which ra
 (tests/test_evaluation_finetune.py and tests/test_retrieval.py train for real.)"""
 
 import json
+import math
 import statistics
 
 import pytest
 
 from hf_encoders.evaluation import grid
 from hf_encoders.evaluation.grid import RESULTS_FILE, Protocol, read_results, run_grid
-from hf_encoders.evaluation.report import summarize, write_report
+from hf_encoders.evaluation.report import cell_of, summarize, write_report
 from hf_encoders.evaluation.tasks import Task
 
 
@@ -111,8 +112,8 @@ def test_the_best_rate_is_chosen_on_validation_and_test_is_reported(stand_in, tm
         cell = cells[model]
         assert cell.best_rate == 2e-5 and cell.reported_split == "test"
         expected = [score(model, 2e-5, seed, "test") for seed in SEEDS]
-        assert cell.mean == pytest.approx(statistics.fmean(expected))
-        assert cell.std == pytest.approx(statistics.stdev(expected))
+        assert cell.mean == pytest.approx(100 * statistics.fmean(expected))  # on 0-100
+        assert cell.std == pytest.approx(100 * statistics.stdev(expected))
 
 
 def test_the_report_tables_plots_and_summary(stand_in, tmp_path):
@@ -121,8 +122,39 @@ def test_the_report_tables_plots_and_summary(stand_in, tmp_path):
     results = run_grid(models, ["sc:topic"], tmp_path / "out", PROTOCOL, RATES, SEEDS)
     report = write_report(results, tmp_path / "out", PROTOCOL.identity(), {m: "its own head" for m in models})
     text = report.read_text()
-    assert "| a | 0.6750 ± 0.0071 |" in text and "| b | 0.8750 ± 0.0071 |" in text
+    # On 0-100; the 95% interval of two seeds' mean is mean ± t(0.975, 1) x std / sqrt(2), with t(0.975, 1) = 12.706.
+    half_width = 12.7062 * 0.7071 / math.sqrt(2)
+    assert f"| a | 67.50 ± 0.71 ({67.5 - half_width:.2f}–{67.5 + half_width:.2f}) |" in text
+    assert f"| b | 87.50 ± 0.71 ({87.5 - half_width:.2f}–{87.5 + half_width:.2f}) |" in text
+    assert "Scores are on 0-100" in text and "Student t" in text
     assert "stability_sc_topic.png" in text and (tmp_path / "out" / "stability_sc_topic.png").stat().st_size > 0
     assert "up to 7 steps" in text and "- b: its own head" in text
     summary = json.loads((tmp_path / "out" / "results.json").read_text())
     assert [cell["best_rate"] for cell in summary["cells"]] == [2e-5, 2e-5]
+
+
+def test_one_seed_has_no_spread(stand_in, tmp_path):
+    models, install = stand_in
+    install()
+    results = run_grid(models[:1], ["sc:topic"], tmp_path / "out", PROTOCOL, RATES, [0])
+    cell = summarize(results)[0]
+    assert cell.std is None and cell.confidence_interval is None
+    text = write_report(results, tmp_path / "out", PROTOCOL.identity(), {models[0]: "its own head"}).read_text()
+    assert f"| a | {100 * score(models[0], 2e-5, 0, 'test'):.2f} ± n/a |" in text
+
+
+def test_every_kind_reports_on_one_scale():
+    def records(kind, values):
+        return [
+            {
+                "kind": kind,
+                "learning_rate": 1e-5,
+                "seed": seed,
+                "validation": dict.fromkeys(("accuracy", "f1", "ndcg@10"), value),
+            }
+            for seed, value in enumerate(values)
+        ]
+
+    assert cell_of("m", "sc:x", records("sc", [0.5, 0.7])).reported == pytest.approx([50, 70])
+    assert cell_of("m", "ir:x", records("ir", [0.25])).reported == pytest.approx([25])
+    assert cell_of("m", "qa:x", records("qa", [81.0, 83.0])).reported == pytest.approx([81, 83])  # SQuAD's percent

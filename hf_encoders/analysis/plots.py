@@ -43,6 +43,11 @@ TRAINING_DIAGNOSTICS = {
     "effective_rank": "Effective rank, w/o [MASK] (MAE-LM Fig. 1a)",
     "effective_rank_with_mask": "Effective rank, w. [MASK] (MAE-LM Fig. 1a)",
 }
+TRAINING_DIAGNOSTICS_UNITS = {
+    "self_similarity": "mean cosine within a sentence",
+    "effective_rank": "effective rank (dimensions)",
+    "effective_rank_with_mask": "effective rank (dimensions)",
+}
 
 
 def plot_training_diagnostics(log_history: Sequence[dict], path: str | os.PathLike) -> Path:
@@ -58,13 +63,14 @@ def plot_training_diagnostics(log_history: Sequence[dict], path: str | os.PathLi
     for axes, (name, title) in zip(figure.subplots(1, len(TRAINING_DIAGNOSTICS)), TRAINING_DIAGNOSTICS.items()):
         for layer in range(layers):
             values = [entry.get(f"{name}/layer_{layer}") for entry in entries]
-            label = "embeddings" if layer == 0 else f"layer {layer}"
+            label = "layer 0 = embeddings" if layer == 0 else f"layer {layer}"
             axes.plot(steps, values, marker=".", color=colours(layer / max(layers - 1, 1)), label=label)
         axes.set_title(title)
         axes.set_xlabel("training step")
+        axes.set_ylabel(TRAINING_DIAGNOSTICS_UNITS[name])
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         axes.grid(alpha=0.3)
-    axes.legend(fontsize="small", loc="best")
+    axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)  # beside the data
     return _save(figure, path)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import datasets
 import numpy as np
+import torch
 from transformers import (
     AutoConfig,
     AutoModelForQuestionAnswering,
@@ -26,9 +27,12 @@ from transformers import (
     default_data_collator,
     set_seed,
 )
+from transformers.utils import logging as hf_logging
 
 from ..metrics import accuracy, entity_f1, f1, matthews_correlation, squad_metrics, squad_v2_metrics
 from .tasks import Task
+
+logger = hf_logging.get_logger(__name__)
 
 HEADS = {
     "sc": AutoModelForSequenceClassification,
@@ -56,8 +60,35 @@ class RunSettings:
     training_overrides: dict = field(default_factory=dict)
 
     def steps_for(self, examples: int) -> int:
-        """`max_steps` or one epoch of `examples`, whichever is fewer (one device)."""
-        return min(self.max_steps, math.ceil(examples / self.batch_size))
+        """`max_steps` or one epoch of `examples`, whichever is fewer (one device), said once per task."""
+        epoch = math.ceil(examples / self.batch_size)
+        if epoch < self.max_steps:
+            logger.warning_once(
+                f"--max_steps {self.max_steps} is more than one epoch of this task's {examples} training examples at "
+                f"batch {self.batch_size}: its runs take {epoch} steps (the protocol: up to max_steps or one epoch)."
+            )
+        return min(self.max_steps, epoch)
+
+
+def load_with_fresh_head(auto_class, model_path: str, **options):
+    """`from_pretrained` of a task model, whose head is new by design: transformers' LOAD REPORT table lists that
+    head (and the pre-training head left behind) on every run, so it is kept quiet and only encoder weights the
+    checkpoint lacks are reported."""
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        model, info = auto_class.from_pretrained(model_path, output_loading_info=True, **options)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    encoder = model.base_model_prefix + "."
+    missing = sorted(key for key in info["missing_keys"] if key.startswith(encoder))
+    missing += sorted(key for key, *_ in info["mismatched_keys"] if key.startswith(encoder))
+    if missing:
+        logger.warning(
+            f"{model_path} lacks encoder weights {missing[:6]}{' ...' if len(missing) > 6 else ''}, which start from "
+            "random values: is it a complete checkpoint of this model?"
+        )
+    return model
 
 
 def fine_tune(model_path: str, task: Task, settings: RunSettings, output_dir: Path) -> dict:
@@ -75,8 +106,8 @@ def fine_tune(model_path: str, task: Task, settings: RunSettings, output_dir: Pa
     train = recipe.train_features(task.train)
     steps = settings.steps_for(len(train))
     set_seed(settings.seed)  # the new head's initial weights are part of what the seed varies
-    model = HEADS[task.kind].from_pretrained(
-        model_path, trust_remote_code=settings.trust_remote_code, **recipe.model_options(config)
+    model = load_with_fresh_head(
+        HEADS[task.kind], model_path, trust_remote_code=settings.trust_remote_code, **recipe.model_options(config)
     )
     trainer = Trainer(
         model=model,
@@ -164,6 +195,8 @@ def protocol_arguments(settings: RunSettings, steps: int, output_dir: Path) -> d
         save_strategy="no",
         logging_steps=max(1, steps // 20),
         report_to=[],
+        # Pinned memory serves an accelerator; without one, torch warns at every dataloader.
+        dataloader_pin_memory=torch.accelerator.is_available(),
     )
 
 

@@ -8,11 +8,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import matplotlib
+from scipy import stats
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from .tasks import MAIN_METRIC
+
+# Every score is reported on 0-100, as paper 004 reports them; the SQuAD metrics already are (as the official script).
+ALREADY_PERCENT = {"qa"}
+SCALE_NOTE = "Scores are on 0-100 (accuracy, entity F1, SQuAD F1 and nDCG@10 in percent, as paper 004 reports them)."
 
 
 @dataclass
@@ -32,8 +37,17 @@ class Cell:
         return statistics.fmean(self.reported)
 
     @property
-    def std(self) -> float:
-        return statistics.stdev(self.reported) if len(self.reported) > 1 else 0.0
+    def std(self) -> float | None:
+        """Spread over seeds; None for one seed, which has none."""
+        return statistics.stdev(self.reported) if len(self.reported) > 1 else None
+
+    @property
+    def confidence_interval(self) -> tuple[float, float] | None:
+        """95% interval of the mean over seeds (Student t, n - 1 degrees of freedom); None for one seed."""
+        if self.std is None:
+            return None
+        low, high = stats.t.interval(0.95, len(self.reported) - 1, loc=self.mean, scale=stats.sem(self.reported))
+        return float(low), float(high)
 
 
 def summarize(results: list[dict]) -> list[Cell]:
@@ -49,10 +63,11 @@ def cell_of(model: str, task: str, records: list[dict]) -> Cell:
     by_rate: dict[float, list[dict]] = {}
     for record in sorted(records, key=lambda r: (r["learning_rate"], r["seed"])):
         by_rate.setdefault(record["learning_rate"], []).append(record)
-    validation = {rate: [r["validation"][metric] for r in runs] for rate, runs in by_rate.items()}
+    points = 1 if records[0]["kind"] in ALREADY_PERCENT else 100
+    validation = {rate: [points * r["validation"][metric] for r in runs] for rate, runs in by_rate.items()}
     best_rate = max(validation, key=lambda rate: statistics.fmean(validation[rate]))
     split = "test" if all("test" in r for r in by_rate[best_rate]) else "validation"
-    reported = [r[split][metric] for r in by_rate[best_rate]]
+    reported = [points * r[split][metric] for r in by_rate[best_rate]]
     return Cell(model, task, metric, validation, best_rate, split, reported)
 
 
@@ -98,8 +113,9 @@ def comparison_table(cells: list[Cell], names: dict[str, str], tasks: list[str])
         scores = [format_score(by_key[model, task]) if (model, task) in by_key else "-" for task in tasks]
         lines.append(f"| {name} | " + " | ".join(scores) + " |")
     note = (
-        "Mean ± standard deviation over seeds, at the learning rate with the best validation mean; on the test split "
-        "where the task has one, else on validation (marked *)."
+        "Mean ± standard deviation over seeds (n/a for one seed) and, in brackets, the 95% confidence interval of the "
+        "mean over the seeds (Student t), at the learning rate with the best validation mean; on the test split "
+        f"where the task has one, else on validation (marked *). {SCALE_NOTE}"
     )
     return [*lines, "", note]
 
@@ -109,7 +125,12 @@ def by_key_first(cells: list[Cell], task: str) -> Cell:
 
 
 def format_score(cell: Cell) -> str:
-    return f"{cell.mean:.4f} ± {cell.std:.4f}" + ("*" if cell.reported_split == "validation" else "")
+    spread = (
+        "n/a"
+        if cell.std is None
+        else f"{cell.std:.2f} ({cell.confidence_interval[0]:.2f}–{cell.confidence_interval[1]:.2f})"
+    )
+    return f"{cell.mean:.2f} ± {spread}" + ("*" if cell.reported_split == "validation" else "")
 
 
 def detail_table(cells: list[Cell], names: dict[str, str]) -> list[str]:
@@ -118,7 +139,7 @@ def detail_table(cells: list[Cell], names: dict[str, str]) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for cell in cells:
-        rates = ", ".join(f"{rate:g}: {statistics.fmean(v):.4f}" for rate, v in cell.validation_by_rate.items())
+        rates = ", ".join(f"{rate:g}: {statistics.fmean(v):.2f}" for rate, v in cell.validation_by_rate.items())
         lines.append(
             f"| {names[cell.model]} | {task_label(cell.task)} | {cell.metric} | {cell.best_rate:g} | {len(cell.reported)} | {rates} |"
         )
@@ -136,7 +157,9 @@ def protocol_section(protocol: dict, poolings: dict[str, str], names: dict[str, 
         f"decay, inputs truncated to {protocol['max_length']} tokens, at learning rates "
         f"{', '.join(f'{rate:g}' for rate in rates)} and seeds {', '.join(map(str, seeds))} "
         f"({len(results)} finished runs). The rate is chosen on the validation mean of the main metric (SC accuracy, "
-        "TC entity F1, QA F1, IR nDCG@10).",
+        "TC entity F1, QA F1, IR nDCG@10). A mean's 95% confidence interval is Student t's over the seeds at the "
+        "chosen rate: mean ± t(0.975, seeds - 1) x standard deviation / sqrt(seeds); it leaves out the rate's "
+        "selection on the same seeds.",
         "",
         "Heads and pooling:",
         "",
@@ -155,6 +178,7 @@ def summary_json(cells: list[Cell], protocol: dict) -> dict:
                 "validation_by_rate": {f"{rate:g}": v for rate, v in cell.validation_by_rate.items()},
                 "mean": cell.mean,
                 "std": cell.std,
+                "confidence_interval_95": cell.confidence_interval,
             }
             for cell in cells
         ],
@@ -175,7 +199,7 @@ def plot_task(task: str, cells: list[Cell], names: dict[str, str], output_dir: P
         position += 0.5  # a gap between models
     axis.set_xticks(ticks, labels, fontsize="x-small")
     label = task_label(task)
-    axis.set(ylabel=f"validation {cells[0].metric}", title=f"{label}: seeds per model and learning rate")
+    axis.set(ylabel=f"validation {cells[0].metric} (0-100)", title=f"{label}: seeds per model and learning rate")
     figure.tight_layout()
     path = output_dir / f"stability_{label.replace(':', '_')}.png"
     figure.savefig(path)

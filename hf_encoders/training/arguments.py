@@ -4,6 +4,16 @@ from dataclasses import dataclass, field
 
 from ..families import FAMILIES
 
+# Every recipe's SIZES table, in words (kept equal to them by a test; written out so that --help imports no model).
+SIZES_HELP = "tiny 2 x 64, small 6 x 256, base 12 x 768 (the papers' base models)"
+# TrainingArguments options whose own help does not say what `pretrain` does with them.
+TRAINER_OPTION_HELP = {
+    "output_dir": "Required. The folder the model, its code, tokenizer, card (README.md), loss_curve.png and "
+    "checkpoint-N/ folders are written to. A folder holding another method's model is refused.",
+    "resume_from_checkpoint": "true: continue from the last complete checkpoint-N in --output_dir, with the losses "
+    "an uninterrupted run would have had; or the path of one checkpoint-N folder.",
+}
+
 
 @dataclass
 class PretrainArguments:
@@ -46,7 +56,11 @@ class PretrainArguments:
         },
     )
     model_size: str = field(
-        default="tiny", metadata={"help": "Size preset of a model built from scratch: tiny, small or base."}
+        default="tiny",
+        metadata={
+            "help": f"Size preset of a model built from scratch, layers x width: {SIZES_HELP}. MAE-LM adds a decoder "
+            "1/3 as deep (at least 1 layer)."
+        },
     )
     config_overrides: str | None = field(
         default=None,
@@ -95,6 +109,13 @@ class PretrainArguments:
         metadata={
             "help": "The device's dense peak TFLOP/s in the training precision, for the `mfu` in the logs (known "
             "GPUs: H100, H200, A100 in bf16)."
+        },
+    )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Before training, remove what hf-encoders wrote into --output_dir (model, code, tokenizer, card, plots, "
+            "checkpoints); other files stay."
         },
     )
     preprocessing_num_workers: int | None = field(

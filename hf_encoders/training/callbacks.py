@@ -170,12 +170,29 @@ def probed_encoder(model: torch.nn.Module) -> torch.nn.Module:
     return getattr(model, "student", model).base_model
 
 
+# The top layer has collapsed when its tokens span at most this many dimensions, or are this alike within a sentence.
+COLLAPSED_RANK = 2
+COLLAPSED_SIMILARITY = 0.95
+
+
+def collapse(measures: dict) -> str | None:
+    """How the top layer's diagnostics show a collapse (every token nearly one vector), or None."""
+    rank, similarity = measures.get("effective_rank"), measures.get("self_similarity")
+    if rank is None or similarity is None or (rank > COLLAPSED_RANK and similarity < COLLAPSED_SIMILARITY):
+        return None
+    return (
+        f"effective rank {rank:g} (collapsed at <= {COLLAPSED_RANK}), self-similarity {similarity:.2f} (collapsed at "
+        f">= {COLLAPSED_SIMILARITY})"
+    )
+
+
 class DiagnosticsCallback(TrainerCallback):
     """Every `every` steps and at the last, the papers' diagnostics of the encoder on a fixed probe set of held-out
     sentences (`hf_encoders.analysis.layerwise_report`, 15% of real tokens masked for the "with [MASK]" rank), added
     to that step's training log: the last layer's `self_similarity`, `effective_rank` and
     `effective_rank_with_mask`, and every layer's as `<name>/layer_<l>` (0: embeddings).
-    `hf_encoders.analysis.plot_training_diagnostics` draws them.
+    `hf_encoders.analysis.plot_training_diagnostics` draws them. A top layer that has collapsed after warm-up
+    (`collapse`) gets a warning, once, with what to try.
 
     The probe runs the encoder inside the model (not the pre-training model's forward, so no loss is recorded), in
     eval mode and inference mode with its own generator: the run trains exactly as without it. It runs on the main
@@ -189,6 +206,7 @@ class DiagnosticsCallback(TrainerCallback):
             raise ValueError("The diagnostics need a probe set of sentences; none was given.")
         self.every, self.tokenizer, self.sentences, self.max_length = every, tokenizer, sentences, max_length
         self._measures: dict[str, float] = {}
+        self.warned_of_collapse = False
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if not (due(state.global_step, self.every) or state.global_step == state.max_steps):
@@ -198,6 +216,18 @@ class DiagnosticsCallback(TrainerCallback):
             started = time.perf_counter()
             self._measures = self.measure(model)
             self._measures["diagnostics_runtime"] = round(time.perf_counter() - started, 4)
+            if state.global_step > args.get_warmup_steps(state.max_steps):
+                self.warn_of_collapse(state.global_step)
+
+    def warn_of_collapse(self, step: int) -> None:
+        """Once per run: a warm-up's large early updates can collapse a fresh encoder for good."""
+        symptoms = collapse(self._measures)
+        if symptoms and not self.warned_of_collapse:
+            self.warned_of_collapse = True
+            logger.warning(
+                f"Step {step}: the encoder's top layer has collapsed, every token close to one vector ({symptoms}). "
+                "Try a lower --learning_rate or a longer warm-up (--warmup_steps)."
+            )
 
     def measure(self, model) -> dict[str, float]:
         report = layerwise_report(

@@ -6,6 +6,7 @@ from pathlib import Path
 from huggingface_hub import ModelCard, ModelCardData
 from transformers import TrainerState
 
+from .callbacks import collapse
 from .loss_curves import loss_series
 
 TEMPLATES = Path(__file__).parent.parent / "model_cards"
@@ -26,6 +27,12 @@ def training_summary(state: TrainerState, tokens_per_step: int | None = None) ->
         for term, (steps, values) in loss_series(state.log_history, evaluation).items():
             name = f"validation {term.removeprefix('eval_')}" if evaluation else term
             lines.append(f"- final {name.replace('_', ' ')}: {values[-1]:.4f} (step {steps[-1]})")
+    probes = [entry for entry in state.log_history if "effective_rank" in entry]
+    if probes and (symptoms := collapse(probes[-1])):
+        lines.append(
+            f"- representation collapse: at step {probes[-1]['step']} the top layer's tokens were close to one vector "
+            f"({symptoms}); a lower learning rate or a longer warm-up may avoid it"
+        )
     perplexities = [entry for entry in state.log_history if "eval_perplexity" in entry]
     if perplexities:
         last = perplexities[-1]
@@ -75,6 +82,7 @@ def write_model_card(
         on_hub=model_id is not None,
         corpus=args.corpus or "English prose embedded from Python's standard library documentation",
         training_summary="\n".join([training_summary(state, tokens_per_step), *recipe.summary_lines(args)]),
+        **recipe.card_variables(args),
     )
     path = folder / "README.md"
     card.save(path)

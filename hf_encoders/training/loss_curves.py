@@ -22,20 +22,41 @@ def loss_series(log_history: list[dict], evaluation: bool = False) -> dict[str, 
     return series
 
 
+def wants_log_axis(values: list[float]) -> bool:
+    """A log axis only where the values span more than a decade (TaCL's contrastive loss ends near 0.1, its NSP loss
+    near 0.7); over a narrow range it would label ticks 8.6x10^0 and flatten the curves."""
+    return bool(values) and min(values) > 0 and max(values) / min(values) > 10
+
+
 def plot_loss_curves(curves: dict[str, list[dict]], path: Path, title: str = "Pre-training loss") -> Path:
-    """One axis; a line per (run, loss term). `curves` maps a run's label to its Trainer log_history."""
-    figure, axis = plt.subplots(figsize=(7, 4))
-    for label, log_history in curves.items():
-        for term, (steps, values) in loss_series(log_history).items():
-            axis.plot(steps, values, label=label if term == "loss" else f"{label}: {term}")
-        for term, (steps, values) in loss_series(log_history, evaluation=True).items():
-            axis.plot(steps, values, linestyle="--", marker="o", markersize=3, label=f"{label}: {term} (validation)")
-    # Log scale: the terms of one run (TaCL's contrastive loss ends near 0.1, NSP near 0.7) differ by decades.
-    axis.set(xlabel="step", ylabel="loss (log scale)", title=title, yscale="log")
-    if axis.lines:  # a run shorter than --logging_steps logged no loss
-        axis.legend(fontsize="small")
-    figure.tight_layout()
+    """A panel per run (one axis for one run), a line per loss term. `curves` maps a run's label to its Trainer
+    log_history. Runs get panels of their own: on one axis, several runs' losses near the same value hide each other."""
+    figure, axes = plt.subplots(len(curves), 1, figsize=(9, 1 + 3.5 * len(curves)), layout="constrained", squeeze=False)
+    for axis, (label, log_history) in zip(axes[:, 0], curves.items()):
+        plot_run(axis, log_history)
+        axis.set_title(title if len(curves) == 1 else f"{title}: {label}")
     path = Path(path)
     figure.savefig(path.with_suffix(".tmp.png"))
     plt.close(figure)
     return path.with_suffix(".tmp.png").replace(path)
+
+
+def plot_run(axis, log_history: list[dict]) -> None:
+    """One run's training and validation loss terms on `axis`, labelled, with the legend beside the data."""
+    drawn: list[float] = []
+    for evaluation in (False, True):
+        series = loss_series(log_history, evaluation)
+        for term, (steps, values) in series.items():
+            # A total goes wide and pale beneath its terms: where one term is the whole loss (biphasic's clm_loss,
+            # then mlm_loss) it equals the total step for step and would hide it.
+            total = term in ("loss", "eval_loss") and len(series) > 1
+            style = dict(linewidth=6, alpha=0.35, zorder=1) if total else dict(linewidth=1.3, zorder=2)
+            if evaluation:
+                style.update(linestyle="--", marker="o", markersize=3)
+            axis.plot(steps, values, label=f"{term} (validation)" if evaluation else term, **style)
+            drawn += values
+    wide = wants_log_axis(drawn)
+    axis.set(xlabel="step", ylabel="loss (log scale)" if wide else "loss", yscale="log" if wide else "linear")
+    axis.grid(alpha=0.3)
+    if axis.lines:  # a run shorter than --logging_steps logged no loss
+        axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)

@@ -5,7 +5,7 @@ hf-encoders pretrain --method mae_lm --output_dir out/mae --max_steps 1000 --per
 
 import json
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from transformers.utils import logging
 
 from ..analysis import plot_training_diagnostics
 from ..data.corpus import load_documents
-from .arguments import PretrainArguments
+from .arguments import TRAINER_OPTION_HELP, PretrainArguments
 from .callbacks import (
     CheckpointBranchCallback,
     CompleteUploadCallback,
@@ -29,6 +29,7 @@ from .callbacks import (
 from .cards import write_model_card
 from .hub import push_output_dir
 from .loss_curves import plot_loss_curves
+from .output_dir import prepare_output_dir, where_line
 from .recipes import get_recipe
 from .resume import resolve_resume
 from .sentence_transformers_config import write_sentence_transformers_config
@@ -55,6 +56,18 @@ def check_mask_token(model, tokenizer) -> None:
         )
 
 
+def check_pad_token(encoder, tokenizer) -> None:
+    """Model and tokenizer must agree on padding: the embedding row of config.pad_token_id never learns, so any
+    other id there freezes a real token (a checkpoint continued with another tokenizer)."""
+    config_id = getattr(encoder.config, "pad_token_id", None)
+    if config_id is not None and tokenizer.pad_token_id is not None and config_id != tokenizer.pad_token_id:
+        raise ValueError(
+            f"The model's pad_token_id ({config_id}) differs from the tokenizer's ({tokenizer.pad_token_id}), so "
+            f"token {config_id}'s embedding would stay frozen; pass --tokenizer_name the tokenizer the checkpoint "
+            "was trained with."
+        )
+
+
 def prefer_aten_random_numbers(training_args: TrainingArguments) -> None:
     """A compiled CPU run draws dropout's random numbers with aten, as eager does: inductor's own CPU kernels draw
     them more slowly (bench/README.md: TaCL's compiled step took 0.545 s with inductor's, 0.500 s with aten's, 0.535 s
@@ -70,6 +83,17 @@ class PretrainResult:
     trainer: Trainer
     output_dir: Path
     encoder_dir: Path  # what fine-tuning loads: output_dir itself, or TaCL's exported student
+    plots: list[Path] = field(default_factory=list)
+    preempted: bool = False
+
+    def summary(self) -> str:
+        """The run's last line: where the model to fine-tune, its card and its plots are."""
+        if self.preempted:
+            return (
+                f"hf-encoders pretrain: stopped early, no final model; {self.output_dir} holds the checkpoint to "
+                "continue from with --resume_from_checkpoint true."
+            )
+        return where_line(self.output_dir, self.encoder_dir, self.plots)
 
 
 def card_writer(recipe, args: PretrainArguments, training_args: TrainingArguments):
@@ -122,12 +146,19 @@ def build_trainer(
             "autocast, or drop --fp16."
         )
     prefer_aten_random_numbers(training_args)
-    output_dir = Path(training_args.output_dir)
-    if output_dir.exists() and not output_dir.is_dir():
-        raise ValueError(f"--output_dir {output_dir} is a file; pass a folder (it is created if it does not exist).")
+    if training_args.device.type == "cpu":  # nothing to pin memory for: torch would warn at every dataloader
+        training_args.dataloader_pin_memory = False
     recipe = get_recipe(args.method)
     recipe.check_arguments(args)
     check_validation_arguments(args, training_args)
+    with training_args.main_process_first(local=False, desc="preparing the output folder"):
+        if training_args.process_index == 0:
+            prepare_output_dir(
+                Path(training_args.output_dir),
+                recipe.family,
+                overwrite=args.overwrite_output_dir,
+                resuming=resume_from_checkpoint is not None,
+            )
     set_seed(training_args.seed)  # before the model is built, so two runs with one seed start from the same weights
     documents = load_documents(
         args.corpus, dataset_config=args.dataset_config, text_column=args.text_column, streaming=args.streaming
@@ -136,8 +167,17 @@ def build_trainer(
         documents = documents.take(args.max_documents)
     documents, validation_documents = split_validation(documents, args, seed=training_args.seed)
     tokenizer = shared_tokenizer(recipe, args, training_args, documents)
+    recipe.check_tokenizer(args, tokenizer)
     model = recipe.build_model(args, tokenizer)
     check_mask_token(model, tokenizer)
+    check_pad_token(recipe.encoder(model), tokenizer)
+    if getattr(model.config, "pad_token_id", None) is None:  # TaCL's: else Trainer sets it, with a warning
+        model.config.pad_token_id = tokenizer.pad_token_id
+    # The saved tokenizer states the length the model's position table takes: a new table's, or at most the table of
+    # a checkpoint continued (a tokenizer converted from GGUF says 10^30; RoBERTa's says 512 of a 514-row table).
+    positions = recipe.encoder(model).config.max_position_embeddings
+    starts_new = not args.starting_checkpoint
+    tokenizer.model_max_length = positions if starts_new else min(tokenizer.model_max_length, positions)
     collator = recipe.build_collator(args, tokenizer)
     # Masks from (seed, epoch, batch): a resumed run masks exactly as the uninterrupted one (data/reproducible_masking).
     collator.seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
@@ -184,15 +224,17 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
             f"Stopped by {preemption.received} after step {trainer.state.global_step}, with a complete checkpoint in "
             f"{output_dir}; continue with --resume_from_checkpoint true."
         )
-        return PretrainResult(trainer, output_dir, output_dir)
+        return PretrainResult(trainer, output_dir, output_dir, preempted=True)
     trainer.save_model()
     encoder_dir = output_dir
+    plots = [output_dir / "loss_curve.png"]
     if trainer.is_world_process_zero():  # under DDP every rank gets here; one writes
         log_history = trainer.state.log_history
         (output_dir / "log_history.json").write_text(json.dumps(log_history, indent=1))
-        plot_loss_curves({recipe.name: log_history}, output_dir / "loss_curve.png")
+        plot_loss_curves({recipe.name: log_history}, plots[0])
         if any("self_similarity" in entry for entry in log_history):  # none if the data ran out before a probe
-            plot_training_diagnostics(log_history, output_dir / "diagnostics.png")
+            plots.append(output_dir / "diagnostics.png")
+            plot_training_diagnostics(log_history, plots[-1])
         write_card = card_writer(recipe, args, training_args)
         write_card(output_dir, trainer.state)
         # Before the push, so that what the output folder's card describes (TaCL: a training state and its
@@ -204,7 +246,7 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
         write_sentence_transformers_config(encoder_dir, recipe.encoder(trainer.model), max_seq_length=max_seq_length)
         if training_args.push_to_hub:
             push_output_dir(trainer)
-    return PretrainResult(trainer, output_dir, encoder_dir)
+    return PretrainResult(trainer, output_dir, encoder_dir, plots)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,9 +257,17 @@ def main(argv: list[str] | None = None) -> int:
             "--init was split in two: --model_name_or_path (a checkpoint to continue, e.g. the encoder TaCL "
             "continues) and --from_causal_lm (biphasic: a causal LM to convert)."
         )
+    for action in parser._actions:  # argparse keeps no public table of its options
+        action.help = TRAINER_OPTION_HELP.get(action.dest, action.help)
     if len(argv) == 1 and argv[0].endswith(".json"):
+        given_output_dir = "output_dir" in json.loads(Path(argv[0]).read_text())
         args, training_args = parser.parse_json_file(argv[0])
     else:
+        given_output_dir = any(argument.split("=")[0] in ("--output_dir", "--output-dir") for argument in argv)
         args, training_args = parser.parse_args_into_dataclasses(argv)
-    pretrain(args, training_args)
+    if not given_output_dir:  # Trainer would pick ./trainer_output without a word
+        parser.error("--output_dir is required: the folder the model, its card and its plots are written to.")
+    result = pretrain(args, training_args)
+    if result.trainer.is_world_process_zero():
+        print(result.summary())
     return 0

@@ -131,6 +131,16 @@ class PretrainingTrainer(Trainer):
         super().__init__(*args, **kwargs)
         self.eval_data_collator = eval_data_collator
 
+    def _issue_warnings_after_load(self, load_result) -> None:
+        """On resume, a tied weight (MAE-LM's vocabulary projection, the input embedding itself) is not in the
+        checkpoint by design: Trainer would call it missing at every resume. It is tied again; anything else
+        missing is still reported."""
+        tied = set(getattr(self.model, "all_tied_weights_keys", None) or {})
+        if tied & set(load_result.missing_keys):
+            self.model.tie_weights()
+            load_result.missing_keys[:] = [key for key in load_result.missing_keys if key not in tied]
+        super()._issue_warnings_after_load(load_result)
+
     def get_eval_dataloader(self, eval_dataset=None):
         if self.eval_data_collator is None:
             return super().get_eval_dataloader(eval_dataset)

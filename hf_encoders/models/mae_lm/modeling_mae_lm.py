@@ -26,12 +26,15 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import logging
 
 from .checkpoint_io import CheckpointMixin
 from .configuration_mae_lm import MaeLmConfig
 from .loss_utils import check_labels_shape, check_sequence_length, labelled_rows_loss
 from .packed_sequences import Unpadded, check_packed_positions, document_index, worth_unpadding
 from .task_heads import QuestionAnsweringMixin, TokenClassificationMixin
+
+logger = logging.get_logger(__name__)
 
 
 def relative_position_bucket(relative_position: torch.Tensor, num_buckets: int, max_distance: int) -> torch.Tensor:
@@ -182,6 +185,32 @@ class MaeLmPreTrainedModel(CheckpointMixin, PreTrainedModel):
     # Fine-tuning drops the pre-training decoder and LM head: the only weights a task model may leave unread.
     _keys_to_ignore_on_load_unexpected = [r"^decoder\.", r"^lm_head\."]
     family_description = "an MAE-LM one"
+    # Set once the first batch's padding has been compared with config.pad_token_id (warn_if_padding_differs).
+    padding_checked = False
+
+    def warn_if_padding_differs(self, input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None) -> None:
+        """The token embedding's `padding_idx` is config.pad_token_id: that row never learns. A batch padded with
+        another id (a config built without `pad_token_id=tokenizer.pad_token_id`), or one that reads that id as a
+        real token, trains around a frozen token, so the first batch is checked, once: a host read on that batch
+        only, and none under torch.compile (tested first, so that no compiled graph guards on the flag)."""
+        frozen = self.config.pad_token_id
+        if torch.compiler.is_compiling() or self.padding_checked or input_ids is None or frozen is None:
+            return
+        self.padding_checked = True
+        attended = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
+        padded_with = [token for token in input_ids[~attended].unique().tolist() if token != frozen]
+        fix = "Build the config with pad_token_id=tokenizer.pad_token_id"
+        if padded_with:
+            logger.warning(
+                f"The batch pads with token id {padded_with[0]} (attention_mask == 0), but config.pad_token_id is "
+                f"{frozen}: the embedding of token {frozen}, a real token of this tokenizer, is frozen (padding_idx) "
+                f"and never learns. {fix} ({padded_with[0]})."
+            )
+        elif bool((input_ids[attended] == frozen).any()):
+            logger.warning(
+                f"Token {frozen}, config.pad_token_id, occurs where attention_mask is 1: its embedding is frozen "
+                f"(padding_idx) and never learns. If it is a real token, {fix[0].lower()}{fix[1:]}."
+            )
 
     # transformers' checks for a requested attention implementation, overridden only for a message naming the reason
     # and the alternatives (theirs asks to request support upstream).
@@ -272,6 +301,8 @@ class MaeLmModel(MaeLmPreTrainedModel):
         whose positions have gaps, such as MAE-LM's compacted input, where a restart may have been dropped."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+        if document_ids is None:  # MAE-LM's compacted input pads with real ids; its caller checked the batch
+            self.warn_if_padding_differs(input_ids, attention_mask)
         unpad = document_ids is None and worth_unpadding(attention_mask)
         length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
         device = (input_ids if input_ids is not None else inputs_embeds).device
@@ -454,6 +485,7 @@ class MaeLmForMaskedLM(MaeLmPreTrainedModel):
         )
         if labels is not None:
             check_labels_shape(labels, input_ids.shape, "DataCollatorForMaeLm")
+        self.warn_if_padding_differs(input_ids, attention_mask)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         documents = None

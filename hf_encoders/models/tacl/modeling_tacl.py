@@ -207,7 +207,16 @@ class TaclForPreTraining(CheckpointMixin, PreTrainedModel):
             )
         config = cls.config_class(student_config=student_config, student_name_or_path=str(name_or_path), **tacl_options)
         auto_class = AutoModelForPreTraining if config.use_nsp else AutoModelForMaskedLM
-        student, info = auto_class.from_pretrained(name_or_path, config=config.student_config, output_loading_info=True)
+        # transformers' LOAD REPORT table (and a "checkpoint seem corrupted" line for an encoder without its MLM head)
+        # would repeat what is checked and said below, so the loading itself stays quiet.
+        verbosity = logging.get_verbosity()
+        logging.set_verbosity_error()
+        try:
+            student, info = auto_class.from_pretrained(
+                name_or_path, config=config.student_config, output_loading_info=True
+            )
+        finally:
+            logging.set_verbosity(verbosity)
         # Heads and the pooler sit outside the encoder proper: a checkpoint may lack them or carry unused ones.
         # Keys come with or without the base model's prefix, depending on the checkpoint's own class.
         encoder_parts = tuple(f"{name}." for name, _ in student.base_model.named_children() if name != "pooler")

@@ -22,6 +22,11 @@ class Recipe:
     perplexity_loss = "eval_loss"
     # What stops `--pack_documents`, if anything: the model must keep attention within each packed document.
     no_packed_documents: str | None = None
+    # The command-line fix for a tokenizer without [MASK].
+    missing_mask_token_fix = (
+        "pass --tokenizer_name a tokenizer that has one, or leave --tokenizer_name out to train a WordPiece tokenizer "
+        "(with [MASK]) on the corpus."
+    )
 
     def __init__(self, family: Family):
         self.family = family
@@ -63,6 +68,15 @@ class Recipe:
                 "attention within each document of a packed row."
             )
 
+    def check_tokenizer(self, args, tokenizer: PreTrainedTokenizerBase) -> None:
+        """Refuse a tokenizer without [MASK] before a model is built for it, in the command line's words."""
+        if tokenizer.mask_token is None:
+            source = args.tokenizer_name or args.model_name_or_path
+            raise ValueError(
+                f"The tokenizer of {source} has no mask token, which {self.family.title} needs: "
+                f"{self.missing_mask_token_fix}"
+            )
+
     def callbacks(self, args) -> list[TrainerCallback]:
         return []
 
@@ -71,6 +85,10 @@ class Recipe:
         ratio = args.mlm_probability or load(self.family.collator).mlm_probability
         lines = [f"- masking ratio: {ratio:.0%}"]
         return lines + ([f"- initialised from: {args.starting_checkpoint}"] if args.starting_checkpoint else [])
+
+    def card_variables(self, args) -> dict[str, str]:
+        """Variables of the method's card template that depend on the run (biphasic: which phases it ran)."""
+        return {}
 
     def encoder(self, model: PreTrainedModel) -> PreTrainedModel:
         """The model `export_encoder` writes, out of the model trained (TaCL: its student)."""

@@ -10,6 +10,8 @@ The paper runs ONE warmup-stable-decay schedule over the whole run with linear d
 with AdamW (0.9, 0.95), weight decay 0.1, clipping 1.0.
 """
 
+from pathlib import Path
+
 from ...data.packing import pack_llama_style, tokenize_documents
 from ...models.biphasic import BiphasicConfig, BiphasicEncoderForPreTraining
 from ...models.biphasic.configuration_biphasic import PRESETS
@@ -87,6 +89,36 @@ class BiphasicRecipe(Recipe):
 
     def callbacks(self, args):
         return [PhaseScheduleCallback.from_string(self.phases(args))]
+
+    def card_variables(self, args) -> dict[str, str]:
+        """What the card says about how this run trained: both phases (PFS), or MLM alone from a start (CPT)."""
+        objectives = [phase.split(":")[0] for phase in self.phases(args).split(",")]
+        if "clm" not in objectives:
+            cpt = (
+                " (the paper's continued pre-training, CPT: Gisserot-Boukhlef et al., 2025, found MLM continued from a "
+                "causal LM a better encoder than MLM continued from an MLM model)"
+            )
+            return dict(
+                how_trained=f"{self.start_in_words(args)} with masked language modelling alone, on a bidirectional "
+                f"mask{cpt if args.from_causal_lm else ''}.",
+                loss_terms="`mlm_loss` in the training logs is the masked-LM loss; this run had no CLM phase.",
+            )
+        return dict(
+            how_trained="trained first with causal language modelling and then with masked language modelling on the "
+            "same weights; only the attention mask changes between the phases. Following Gisserot-Boukhlef et al. "
+            "(2025), the CLM phase makes training data-efficient and stable, and the MLM phase turns the network "
+            "into a bidirectional encoder.",
+            loss_terms="`clm_loss` and `mlm_loss` in the training logs are the losses of the two phases.",
+        )
+
+    @staticmethod
+    def start_in_words(args) -> str:
+        """Where an MLM-only run started; a local path by its file or folder name (the card goes to the Hub)."""
+        source = args.starting_checkpoint
+        if source is None:
+            return "trained from scratch"
+        kind = "causal language model" if args.from_causal_lm else "checkpoint"
+        return f"continued from the {kind} {Path(source).name if Path(source).exists() else source}"
 
     def summary_lines(self, args):
         return [*super().summary_lines(args), f"- phases (objective:fraction of steps): {self.phases(args)}"]

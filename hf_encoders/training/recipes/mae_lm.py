@@ -44,11 +44,11 @@ class MaeLmRecipe(Recipe):
     def build_model(self, args, tokenizer):
         if args.model_name_or_path:
             return MaeLmForMaskedLM.from_pretrained(args.model_name_or_path)
-        config = MaeLmConfig(
+        settings = dict(
             vocab_size=len(tokenizer),
             pad_token_id=tokenizer.pad_token_id,
             mask_token_id=tokenizer.mask_token_id,
             max_position_embeddings=max(512, args.block_size),
-            **sized_config_kwargs(SIZES, args.model_size, args.config_overrides),
         )
+        config = MaeLmConfig(**{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides)})
         return MaeLmForMaskedLM(config)

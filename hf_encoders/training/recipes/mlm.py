@@ -22,10 +22,10 @@ class MlmRecipe(mae_lm.MaeLmRecipe):
     def build_model(self, args, tokenizer):
         if args.model_name_or_path:
             return BertForMaskedLM.from_pretrained(args.model_name_or_path)
-        config = BertConfig(
+        settings = dict(
             vocab_size=len(tokenizer),
             pad_token_id=tokenizer.pad_token_id,
             max_position_embeddings=max(512, args.block_size),
-            **sized_config_kwargs(SIZES, args.model_size, args.config_overrides),
         )
+        config = BertConfig(**{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides)})
         return BertForMaskedLM(config)

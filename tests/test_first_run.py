@@ -1,0 +1,214 @@
+"""What a new user meets first: a frozen real token, a reused output folder, errors in the command line's words."""
+
+import pytest
+import torch
+from transformers import TrainerControl, TrainerState, TrainingArguments
+from transformers.testing_utils import CaptureLogger
+
+from hf_encoders import DataCollatorForMaeLm, MaeLmForMaskedLM, MaeLmForSequenceClassification
+from hf_encoders.cli import main
+from hf_encoders.models.mae_lm import modeling_mae_lm
+from hf_encoders.models.tacl import TaclForPreTraining
+from hf_encoders.training import callbacks
+from hf_encoders.training.arguments import SIZES_HELP
+from hf_encoders.training.callbacks import DiagnosticsCallback, collapse
+from hf_encoders.training.cards import training_summary
+from hf_encoders.training.loss_curves import wants_log_axis
+from hf_encoders.training.recipes import biphasic, mae_lm, mlm
+from tests.tiny_models import save_tiny_bert, tiny_mae_lm_config, tiny_tokenizer
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def padded_batch(tokenizer):
+    """Two rows of different lengths, padded by the MAE-LM collator with the tokenizer's pad id."""
+    rows = [tokenizer("w5 w6 w7 w8 w9 w10 w11 w12")["input_ids"], tokenizer("w13 w14 w15")["input_ids"]]
+    return DataCollatorForMaeLm(tokenizer, seed=0)([{"input_ids": row} for row in rows])
+
+
+@pytest.mark.parametrize("model_class", [MaeLmForMaskedLM, MaeLmForSequenceClassification])
+def test_padding_with_another_id_than_the_config_warns_once_naming_both(model_class):
+    tokenizer = tiny_tokenizer("llama", pad_token="</s>")  # pads with id 2; the config keeps its default 0
+    assert tokenizer.pad_token_id == 2
+    batch = padded_batch(tokenizer)
+    assert (batch["input_ids"][batch["attention_mask"] == 0] == 2).all()
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    model = model_class(tiny_mae_lm_config()).train()
+    with CaptureLogger(modeling_mae_lm.logger) as captured:
+        model(**inputs)
+        model(**inputs)
+    assert captured.out.count("pads with token id 2") == 1
+    assert "config.pad_token_id is 0: the embedding of token 0" in captured.out
+    assert "pad_token_id=tokenizer.pad_token_id (2)" in captured.out
+
+    agreeing = model_class(tiny_mae_lm_config(pad_token_id=tokenizer.pad_token_id)).train()
+    with CaptureLogger(modeling_mae_lm.logger) as captured:
+        agreeing(**inputs)
+    assert captured.out == ""
+
+
+def test_the_pad_id_read_as_a_real_token_warns():
+    model = MaeLmForMaskedLM(tiny_mae_lm_config()).train()
+    input_ids = torch.tensor([[2, 7, 0, 9, 3]])  # token 0 (config.pad_token_id) where attention_mask is 1
+    with CaptureLogger(modeling_mae_lm.logger) as captured:
+        model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids))
+    assert "Token 0, config.pad_token_id, occurs where attention_mask is 1" in captured.out
+
+
+def tiny_argv(output_dir, method, *extra):
+    return [
+        "pretrain",
+        f"--method={method}",
+        f"--output_dir={output_dir}",
+        *("--max_steps", "2", "--per_device_train_batch_size", "4", "--max_documents", "30"),
+        *("--vocab_size", "300", "--block_size", "32", "--report_to", "none", "--disable_tqdm", "true"),
+        *extra,
+    ]
+
+
+def test_a_folder_holding_another_method_is_refused_or_cleared(tmp_path, capsys):
+    folder = tmp_path / "out"
+    # A position table longer than 512: the saved tokenizer follows it.
+    assert main(tiny_argv(folder, "mae_lm", "--config_overrides", "max_position_embeddings=640")) == 0
+    last_line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last_line == (
+        f"hf-encoders pretrain: model in {folder}; card {folder / 'README.md'}; plots {folder / 'loss_curve.png'}"
+    )
+    assert '"model_max_length": 640' in (folder / "tokenizer_config.json").read_text()
+    (folder / "notes.txt").write_text("mine")
+
+    with pytest.raises(ValueError) as refused:
+        main(tiny_argv(folder, "biphasic"))
+    message = str(refused.value)
+    assert "holds a model of MAE-LM ('mae_lm' in its config.json), not of Biphasic" in message
+    assert "Pass a new --output_dir, or add --overwrite_output_dir" in message
+    with pytest.raises(ValueError, match="--overwrite_output_dir would remove the checkpoints"):
+        main(tiny_argv(folder, "biphasic", "--overwrite_output_dir", "--resume_from_checkpoint", "true"))
+
+    assert main(tiny_argv(folder, "biphasic", "--overwrite_output_dir")) == 0
+    assert (folder / "modeling_biphasic.py").is_file() and (folder / "notes.txt").read_text() == "mine"
+    assert not list(folder.glob("*mae_lm*"))
+
+
+def test_a_missing_output_dir_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = [argument for argument in tiny_argv("x", "mae_lm") if not argument.startswith("--output_dir")]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert "--output_dir is required" in capsys.readouterr().err
+    assert not (tmp_path / "trainer_output").exists()
+
+
+def test_a_tokenizer_without_mask_token_is_named_with_the_command_line_fix(tmp_path):
+    folder = tmp_path / "tokenizer"
+    tiny_tokenizer("bert", mask_token=None).save_pretrained(folder)
+    with pytest.raises(ValueError) as refused:
+        main(tiny_argv(tmp_path / "out", "mae_lm", "--tokenizer_name", str(folder)))
+    assert f"The tokenizer of {folder} has no mask token, which MAE-LM needs" in str(refused.value)
+    assert "pass --tokenizer_name a tokenizer that has one, or leave --tokenizer_name out" in str(refused.value)
+
+
+def test_tacl_length_is_checked_before_any_model_loads(bert, tmp_path, monkeypatch):
+    def never(*args, **kwargs):
+        raise AssertionError("the model was loaded before --block_size was checked")
+
+    monkeypatch.setattr(TaclForPreTraining, "from_encoder", never)
+    with pytest.raises(ValueError, match="pass --block_size 512 or less for this student"):
+        main(tiny_argv(tmp_path / "out", "tacl", "--model_name_or_path", bert, "--block_size", "1024"))
+
+
+def test_help_states_the_sizes_of_every_preset():
+    for sizes in (mae_lm.SIZES, mlm.SIZES, biphasic.SIZES):
+        for name, shape in sizes.items():
+            assert f"{name} {shape['num_hidden_layers']} x {shape['hidden_size']}" in SIZES_HELP
+
+
+def test_a_collapse_after_warm_up_warns_once_and_reaches_the_card(tmp_path, monkeypatch):
+    collapsed = {"effective_rank": 1, "self_similarity": 0.97}
+    assert collapse(collapsed) and collapse({"effective_rank": 3, "self_similarity": 0.95})
+    assert collapse({"effective_rank": 3, "self_similarity": 0.94}) is None
+    callback = DiagnosticsCallback(2, tokenizer=None, sentences=["a sentence."])
+    monkeypatch.setattr(callback, "measure", lambda model: dict(collapsed))
+    args = TrainingArguments(tmp_path, warmup_steps=4, report_to="none", use_cpu=True)
+    state = TrainerState(max_steps=10)
+    steps_warned = []
+    for step in (2, 4, 6, 8):
+        state.global_step = step
+        with CaptureLogger(callbacks.logger) as captured:
+            callback.on_step_end(args, state, TrainerControl())
+        steps_warned += [step] if "has collapsed" in captured.out else []
+        assert step != 6 or "Try a lower --learning_rate or a longer warm-up" in captured.out
+    assert steps_warned == [6], "after warm-up, once"
+
+    state.log_history = [{"step": 8, "loss": 1.0, **collapsed}]
+    assert "- representation collapse: at step 8" in training_summary(state)
+    state.log_history = [{"step": 8, "loss": 1.0, "effective_rank": 20, "self_similarity": 0.3}]
+    assert "collapse" not in training_summary(state)
+
+
+def test_a_log_axis_only_over_more_than_a_decade():
+    assert not wants_log_axis([8.6, 9.1, 8.0]) and wants_log_axis([0.05, 0.7, 6.0]) and not wants_log_axis([])
+
+
+def test_the_biphasic_card_says_which_phases_ran(bert, tmp_path):
+    pfs, cpt = tmp_path / "pfs", tmp_path / "cpt"
+    assert main(tiny_argv(pfs, "biphasic", "--tokenizer_name", bert)) == 0
+    assert "losses of the two phases" in (pfs / "README.md").read_text()
+    assert main(tiny_argv(cpt, "biphasic", "--model_name_or_path", str(pfs))) == 0
+    card = (cpt / "README.md").read_text()
+    assert "masked language modelling alone" in card and "two phases" not in card
+
+
+def test_a_resume_does_not_call_a_tied_weight_missing(tmp_path):
+    from types import SimpleNamespace
+
+    from transformers import trainer as trainer_module
+
+    from hf_encoders.training.validation import PretrainingTrainer
+
+    model = MaeLmForMaskedLM(tiny_mae_lm_config())
+    trainer = PretrainingTrainer(model=model, args=TrainingArguments(tmp_path, report_to="none", use_cpu=True))
+    with CaptureLogger(trainer_module.logger) as captured:
+        trainer._issue_warnings_after_load(
+            SimpleNamespace(missing_keys=["lm_head.vocab_projection.weight"], unexpected_keys=[])
+        )
+    assert "missing keys" not in captured.out
+    with CaptureLogger(trainer_module.logger) as captured:
+        trainer._issue_warnings_after_load(
+            SimpleNamespace(missing_keys=["lm_head.vocab_projection.weight", "lm_head.bias"], unexpected_keys=[])
+        )
+    assert "missing keys in the checkpoint model loaded: ['lm_head.bias']" in captured.out
+
+
+def test_a_fresh_task_head_loads_quietly_and_missing_encoder_weights_are_named(tmp_path):
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForSequenceClassification, modeling_utils
+
+    from hf_encoders.evaluation import finetune
+
+    folder = tmp_path / "bert"
+    save_tiny_bert(folder)  # BertForPreTraining: a classifier's head is new, the pre-training heads are left over
+    with CaptureLogger(modeling_utils.logger) as transformers_log, CaptureLogger(finetune.logger) as ours:
+        finetune.load_with_fresh_head(AutoModelForSequenceClassification, str(folder), num_labels=2)
+    assert "LOAD REPORT" not in transformers_log.out and ours.out == ""
+
+    weights = load_file(folder / "model.safetensors")
+    save_file(
+        {key: value for key, value in weights.items() if "layer.0.output.dense" not in key},
+        folder / "model.safetensors",
+    )
+    with CaptureLogger(finetune.logger) as ours:
+        finetune.load_with_fresh_head(AutoModelForSequenceClassification, str(folder), num_labels=2)
+    assert "lacks encoder weights ['bert.encoder.layer.0.output.dense.bias'" in ours.out
+
+
+def test_max_steps_cut_to_one_epoch_is_said_once():
+    from hf_encoders.evaluation import finetune
+
+    settings = finetune.RunSettings(learning_rate=1e-5, seed=0, max_steps=20, batch_size=32)
+    with CaptureLogger(finetune.logger) as captured:
+        assert settings.steps_for(150) == 5 and settings.steps_for(150) == 5
+        assert settings.steps_for(1000) == 20
+    assert captured.out.count("--max_steps 20 is more than one epoch") == 1
+    assert "150 training examples at batch 32: its runs take 5 steps" in captured.out
