@@ -9,7 +9,7 @@ import logging
 import pytest
 import torch
 from torch import nn
-from transformers import DataCollatorForLanguageModeling
+from transformers import DataCollatorForLanguageModeling, TrainingArguments
 
 from hf_encoders import (
     BiphasicEncoderForMaskedLM,
@@ -18,6 +18,7 @@ from hf_encoders import (
     MaeLmForMaskedLM,
     TaclForPreTraining,
 )
+from hf_encoders.training.validation import PretrainingTrainer
 from tests.tiny_models import (
     MASK_TOKEN_ID,
     VOCAB_SIZE,
@@ -121,3 +122,11 @@ def test_mae_lm_warns_once_per_model_when_stock_masking_leaves_targets_in_the_en
             )(texts)
         )
     assert unmasked_warnings(caplog) == []
+
+
+def test_pretraining_evaluations_which_read_losses_only_keep_the_compact_layout(tmp_path):
+    arguments = TrainingArguments(str(tmp_path), report_to="none", use_cpu=True)
+    losses_only, with_metrics = (MaeLmForMaskedLM(tiny_mae_lm_config()) for _ in range(2))
+    PretrainingTrainer(model=losses_only, args=arguments)
+    PretrainingTrainer(model=with_metrics, args=arguments, compute_metrics=lambda prediction: {})
+    assert losses_only.compact_eval_logits and not with_metrics.compact_eval_logits

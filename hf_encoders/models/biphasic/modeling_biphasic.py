@@ -130,7 +130,9 @@ class BiphasicAttention(LlamaAttention):
 class BiphasicEncoder(BiphasicPreTrainedModel, LlamaModel):
     """Llama's decoder stack used as an encoder: bidirectional unless called with `is_causal=True`."""
 
-    _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
+    # The LM head, and (read from a fine-tuned checkpoint: pipeline("feature-extraction"), sentence-transformers) the
+    # task heads.
+    _keys_to_ignore_on_load_unexpected = [r"^lm_head\.", r"^dense\.", r"^classifier\.", r"^qa_outputs\."]
 
     def __init__(self, config: BiphasicConfig):
         # LlamaModel.__init__ is skipped only because it gives the embedding `padding_idx=pad_token_id`: with

@@ -211,6 +211,14 @@ class MaeLmModel(MaeLmPreTrainedModel):
     """The MAE-LM encoder: post-LN layers sharing ONE bucketed relative position bias, computed once per forward
     from `position_ids` (so a compacted input keeps its original distances)."""
 
+    # Read from a fine-tuned checkpoint (pipeline("feature-extraction"), sentence-transformers), the encoder also
+    # leaves the task heads unread.
+    _keys_to_ignore_on_load_unexpected = [
+        *MaeLmPreTrainedModel._keys_to_ignore_on_load_unexpected,
+        r"^classifier\.",
+        r"^qa_outputs\.",
+    ]
+
     def __init__(self, config: MaeLmConfig):
         super().__init__(config)
         self.embeddings = MaeLmEmbeddings(config)
