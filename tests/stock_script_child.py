@@ -1,5 +1,7 @@
 """Child program of tests/test_stock_scripts.py, run in an interpreter that cannot import hf_encoders: on each
-checkpoint it is given, the calls run_glue.py, run_qa.py and run_ner.py make, then a JSON report for the parent.
+checkpoint it is given, the calls run_glue.py, run_qa.py, run_ner.py and run_mlm.py make (transformers' PyTorch
+example scripts as of v5.x), the pipelines on their outputs, and AutoTokenizer on every folder; then a JSON report
+for the parent.
 
 Usage: stock_script_child.py JOB_JSON RESULTS_JSON
 
@@ -7,27 +9,51 @@ JOB_JSON holds "data" (the GLUE pairs, QA examples and NER examples), "work_dir"
 trust_remote_code, tasks] each.
 """
 
+import contextlib
+import io
 import json
+import logging
 import os
 import sys
+from itertools import chain
 
 import numpy as np
+import torch
+import transformers
 from datasets import Dataset
 from transformers import (
     AutoConfig,
+    AutoModel,
+    AutoModelForMaskedLM,
     AutoModelForQuestionAnswering,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
     AutoTokenizer,
+    DataCollatorForLanguageModeling,
     DataCollatorForTokenClassification,
     DataCollatorWithPadding,
+    PreTrainedTokenizerFast,
     Trainer,
     TrainingArguments,
     default_data_collator,
+    pipeline,
     set_seed,
 )
 
-MAX_LENGTH, DOC_STRIDE = 24, 8
+MAX_LENGTH, DOC_STRIDE, BLOCK_SIZE = 24, 8, 16
+TEXT = "the cat sat on the mat"
+# Every warning logged, by transformers or by a checkpoint's own code (transformers_modules.*), for the checks to read.
+LOGS = []
+
+
+class KeepLogs(logging.Handler):
+    def emit(self, record):
+        LOGS.append(f"{record.name}: {record.getMessage()}")
+
+
+logging.getLogger().addHandler(KeepLogs(level=logging.WARNING))
+transformers.utils.logging.disable_default_handler()
+transformers.utils.logging.enable_propagation()
 
 
 def arguments(run_dir, name):
@@ -97,7 +123,66 @@ def fine_tune(run_dir, name, auto_class, remote, model, tokenizer, collator, dat
     report["reload_max_abs_diff"] = max(float(np.abs(a - b).max()) for a, b in pairs)
     report["prediction_shapes"] = [list(a.shape) for a, _ in pairs]
     report["saved_files"] = sorted(os.listdir(saved))
+    report["tokenizer"] = tokenizer_report(saved, remote)
     return report, prediction
+
+
+def tokenizer_report(path, remote):
+    """AutoTokenizer as the scripts and pipelines call it, then without trust_remote_code (stdin is closed: a prompt
+    reads nothing): the class, whether it tokenizes as the tokenizer's own class does (which reads no config.json),
+    and what each call printed and logged."""
+    own_ids = PreTrainedTokenizerFast.from_pretrained(path)(TEXT)["input_ids"]
+    report = {}
+    for name, kwargs in (("scripts", {"trust_remote_code": remote}), ("plain", {})):
+        LOGS.clear()
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
+        report[name] = {
+            "class": type(tokenizer).__name__,
+            "same_ids": tokenizer(TEXT)["input_ids"] == own_ids,
+            "printed": printed.getvalue(),
+            "logs": list(LOGS),
+        }
+    with open(os.path.join(path, "tokenizer_config.json")) as file:
+        report["saved_class"] = json.load(file)["tokenizer_class"]
+    return report
+
+
+def pipeline_report(saved):
+    """pipeline("feature-extraction") and ("text-classification") on a fine-tuned classifier, against the Auto
+    classes' outputs computed by hand."""
+    tokenizer = AutoTokenizer.from_pretrained(saved, trust_remote_code=True)
+    encoded = tokenizer(TEXT, return_tensors="pt")
+    features = np.array(pipeline("feature-extraction", model=saved, trust_remote_code=True)(TEXT))
+    classified = pipeline("text-classification", model=saved, trust_remote_code=True)(TEXT)[0]
+    with torch.no_grad():
+        states = AutoModel.from_pretrained(saved, trust_remote_code=True).eval()(**encoded).last_hidden_state
+        classifier = AutoModelForSequenceClassification.from_pretrained(saved, trust_remote_code=True).eval()
+        probabilities = classifier(**encoded).logits.softmax(-1)[0]
+    return {
+        "feature_shape": list(features.shape),
+        "feature_max_abs_diff": float(np.abs(features - states.numpy()).max()),
+        "label": classified["label"],
+        "expected_label": classifier.config.id2label[int(probabilities.argmax())],
+        "score_abs_diff": abs(classified["score"] - float(probabilities.max())),
+    }
+
+
+def fill_mask_report(saved, tokenizer):
+    """pipeline("fill-mask") on a run_mlm.py output, against the masked LM's logits computed by hand."""
+    text = f"the cat sat on the {tokenizer.mask_token}"
+    top = pipeline("fill-mask", model=saved, trust_remote_code=True)(text, top_k=3)
+    model = AutoModelForMaskedLM.from_pretrained(saved, trust_remote_code=True).eval()
+    encoded = tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**encoded).logits
+    expected = logits[encoded["input_ids"] == tokenizer.mask_token_id][0].softmax(-1).topk(3)
+    return {
+        "tokens": [candidate["token"] for candidate in top],
+        "expected_tokens": expected.indices.tolist(),
+        "score_abs_diff": max(abs(c["score"] - s) for c, s in zip(top, expected.values.tolist())),
+    }
 
 
 def accuracy(prediction):
@@ -138,6 +223,7 @@ def glue(data, run_dir, path, remote):
         accuracy,
     )
     result["token_type_ids_fed"] = "token_type_ids" in encoded.column_names
+    result["pipelines"] = pipeline_report(f"{run_dir}/glue/final")
     return {**report, **result, "label_list": label_list}
 
 
@@ -284,14 +370,95 @@ def ner(data, run_dir, path, remote):
     }
 
 
+def masked_accuracy(eval_preds):
+    # run_mlm.py's compute_metrics (its evaluate.load("accuracy") is this mean): flatten, keep the labelled positions.
+    preds, labels = eval_preds
+    labels, preds = labels.reshape(-1), preds.reshape(-1)
+    mask = labels != -100
+    return {"accuracy": float((preds[mask] == labels[mask]).mean())}
+
+
+def argmax_logits(logits, labels):
+    # run_mlm.py's preprocess_logits_for_metrics.
+    if isinstance(logits, tuple):
+        logits = logits[0]
+    return logits.argmax(dim=-1)
+
+
+def accuracy_by_hand(model, blocks, collator, batch_size):
+    """run_mlm's accuracy without Trainer: each batch masked as Trainer's evaluation masks it (the same seeded
+    collator, the same batches), predicted from the logits the model gives without labels (the fill-mask path)."""
+    columns = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in blocks.column_names]
+    right = total = 0
+    model.eval()
+    for start in range(0, len(blocks), batch_size):
+        batch = collator([{name: blocks[i][name] for name in columns} for i in range(start, start + batch_size)])
+        labels = batch.pop("labels")
+        with torch.no_grad():
+            predicted = model(**batch).logits.argmax(-1)
+        labelled = labels != -100
+        right += int((predicted[labelled] == labels[labelled]).sum())
+        total += int(labelled.sum())
+    return right / total
+
+
+def mlm(data, run_dir, path, remote):
+    # run_mlm.py without --line_by_line: texts concatenated into blocks, DataCollatorForLanguageModeling with its
+    # default 80/10/10 split, accuracy over the masked positions from the argmax of the logits.
+    tokenizer, model, report = load(AutoModelForMaskedLM, path, remote)
+    texts = [a for a, _, _ in data["glue"]] + [e["context"] for e in data["qa"]]
+    tokenized = Dataset.from_dict({"text": texts}).map(
+        lambda batch: tokenizer(batch["text"], return_special_tokens_mask=True), batched=True, remove_columns=["text"]
+    )
+
+    def group_texts(examples):
+        concatenated = {k: list(chain(*examples[k])) for k in examples}
+        total_length = len(concatenated["input_ids"]) // BLOCK_SIZE * BLOCK_SIZE
+        return {k: [t[i : i + BLOCK_SIZE] for i in range(0, total_length, BLOCK_SIZE)] for k, t in concatenated.items()}
+
+    blocks = tokenized.map(group_texts, batched=True)
+    blocks = blocks.select(range(len(blocks) // 3 * 3))  # whole evaluation batches, for the computation by hand
+
+    def trainer_for(collator, name):
+        return Trainer(
+            model=model,
+            args=arguments(run_dir, name),
+            train_dataset=blocks,
+            eval_dataset=blocks,
+            processing_class=tokenizer,
+            data_collator=collator,
+            compute_metrics=masked_accuracy,
+            preprocess_logits_for_metrics=argmax_logits,
+        )
+
+    LOGS.clear()
+    set_seed(0)
+    trainer = trainer_for(DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15), "mlm")
+    report["train_loss"] = trainer.train().training_loss
+    report["eval_metrics"] = trainer.evaluate()
+    report["unmasked_warnings"] = [line for line in LOGS if "reach MaeLmForMaskedLM unmasked" in line]
+    # Evaluation again, masked from a seed, so that the accuracy can be computed by hand on the same masks.
+    seeded = trainer_for(DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15, seed=0), "mlm-seeded")
+    report["seeded_accuracy"] = seeded.evaluate()["eval_accuracy"]
+    seeded_collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15, seed=0)
+    report["accuracy_by_hand"] = accuracy_by_hand(model, blocks, seeded_collator, batch_size=3)
+    saved = f"{run_dir}/mlm/final"
+    trainer.save_model(saved)
+    report["saved_files"] = sorted(os.listdir(saved))
+    report["fill_mask"] = fill_mask_report(saved, tokenizer)
+    report["tokenizer"] = tokenizer_report(saved, remote)
+    return report
+
+
 def main(job_path: str, results_path: str) -> None:
     with open(job_path) as file:
         job = json.load(file)
-    runners = {"glue": glue, "qa": qa, "ner": ner}
+    runners = {"glue": glue, "qa": qa, "ner": ner, "mlm": mlm}
     results = {}
     for name, path, remote, tasks in job["runs"]:
         run_dir = f"{job['work_dir']}/{name}"
         results[name] = {task: runners[task](job["data"], run_dir, path, remote) for task in tasks}
+        results[name]["tokenizer"] = tokenizer_report(path, remote)
     # The parent checks it: the stock-script calls must not have imported hf_encoders behind the checkpoint's back.
     results["hf_encoders_imported"] = "hf_encoders" in sys.modules
     with open(results_path, "w") as file:

@@ -140,6 +140,7 @@ def test_clm_projects_only_positions_with_a_next_token():
     labels = torch.full_like(batch["input_ids"], -100)
     labels[:, :-1] = batch["input_ids"][:, 1:]
     labels[batch["attention_mask"] == 0] = -100
+    model.compact_eval_logits = True  # the training layout, in eval
     with torch.no_grad():
         full = model(**batch, objective="clm").logits
         out = model(**batch, labels=labels, objective="clm")
@@ -155,6 +156,7 @@ def test_mlm_vocabulary_projection_runs_only_at_labelled_positions():
     labels = torch.full_like(batch["input_ids"], -100)
     labels[:, 3] = torch.tensor([7, 8])  # the [MASK] column
     labels[0, 7] = 9
+    model.compact_eval_logits = True  # the training layout, in eval
     with torch.no_grad():
         full = model(**batch).logits
         out = model(**batch, labels=labels)

@@ -151,10 +151,11 @@ def test_tied_weights_get_the_gradient_of_both_uses():
 
 
 def unfused_labelled_rows_loss(
-    projection, hidden_states, labels, num_items_in_batch=None, *, transform=None, labelled_count=None
+    projection, hidden_states, labels, num_items_in_batch=None, *, transform=None, labelled_count=None, all_positions
 ):
     """The loss before the fused one: boolean-mask gather (which reads the count itself), the whole head, fp32
     cross-entropy."""
+    assert not all_positions, "a training step asks for the labelled rows only"
     labelled = labels != -100
     rows = hidden_states[labelled]
     logits = projection(rows if transform is None else transform(rows))

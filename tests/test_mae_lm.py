@@ -167,6 +167,7 @@ def test_loss_is_cross_entropy_at_masked_positions():
     labels = torch.full_like(batch["input_ids"], -100)
     masked = batch["input_ids"] == MASK_TOKEN_ID
     labels[masked] = torch.randint(5, 64, (int(masked.sum()),))
+    model.compact_eval_logits = True  # the training layout, in eval
     with torch.no_grad():
         with_labels = model(**batch, labels=labels)
         full_logits = model(**batch).logits

@@ -130,14 +130,18 @@ def test_contrastive_term_is_eq1(tiny_model, pad_lengths):
         torch.testing.assert_close(reference, out.tacl_loss)
 
 
-def test_total_loss_and_head_only_at_anchors(tiny_model):
+def test_total_loss_and_head_only_at_anchors(tiny_model, monkeypatch):
     _, batch = masked_batch()
     with torch.no_grad():
         out = tiny_model(**batch)
         own = tiny_model.student(**batch)  # BertForPreTraining's own MLM + NSP loss, logits at every position
+        monkeypatch.setattr(tiny_model, "compact_eval_logits", True)
+        compact = tiny_model(**batch)
     anchors = batch["labels"] != -100
-    assert out.logits.shape == (int(anchors.sum()), VOCAB_SIZE)
-    torch.testing.assert_close(out.logits, own.prediction_logits[anchors])
+    torch.testing.assert_close(out.logits, own.prediction_logits)  # eval: the stock layout
+    assert compact.logits.shape == (int(anchors.sum()), VOCAB_SIZE)
+    torch.testing.assert_close(compact.logits, own.prediction_logits[anchors])
+    torch.testing.assert_close(compact.loss, out.loss)
     torch.testing.assert_close(out.mlm_loss + out.nsp_loss, own.loss)
     torch.testing.assert_close(out.loss, out.tacl_loss + out.mlm_loss + out.nsp_loss)
 

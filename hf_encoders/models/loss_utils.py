@@ -68,15 +68,18 @@ def labelled_rows_loss(
     *,
     transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
     labelled_count: int | None = None,
+    all_positions: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(loss, logits) of the vocabulary head `transform` then `projection`, run on the labelled positions only
     (labels != -100). `transform` (e.g. dense -> GELU -> LayerNorm) may be None; `projection` is the final
     projection to the vocabulary.
 
-    In training (gradients enabled, `projection` a plain `nn.Linear`, more labelled rows than hidden units) the
-    projection and the cross-entropy run fused in chunks (`LinearCrossEntropy`) and logits is None, as transformers'
-    Llama returns none under Liger's fused loss. Otherwise logits is (number of labelled positions, vocab) in
-    row-major order.
+    With `all_positions` (eval and predict mode, see `StandardLogitsOutsideTraining`) the head runs on every position
+    and logits is (batch, length, vocab), as stock `*ForMaskedLM` heads return them; the loss still reads the
+    labelled rows only. Otherwise, in training (gradients enabled, `projection` a plain `nn.Linear`, more labelled
+    rows than hidden units) the projection and the cross-entropy run fused in chunks (`LinearCrossEntropy`) and logits
+    is None, as transformers' Llama returns none under Liger's fused loss; else logits is (number of labelled
+    positions, vocab) in row-major order.
 
     The cross-entropy is summed in fp32 and divided by Trainer's `num_items_in_batch` when given (it counts the
     targets across gradient-accumulation steps), else by this batch's labelled count, clamped so that a batch
@@ -87,11 +90,15 @@ def labelled_rows_loss(
     count = int(labelled.sum()) if labelled_count is None else labelled_count
     # A stable sort on "not labelled" lists the labelled positions first, in row-major order.
     order = torch.argsort(~labelled, stable=True)[:count]
-    rows = hidden_states.flatten(0, -2).index_select(0, order)
     targets = labels.flatten().index_select(0, order)
+    denominator = num_items_in_batch if num_items_in_batch is not None else max(count, 1)
+    if all_positions:
+        logits = projection(hidden_states if transform is None else transform(hidden_states))
+        rows_logits = logits.flatten(0, -2).index_select(0, order)
+        return nn.functional.cross_entropy(rows_logits.float(), targets, reduction="sum") / denominator, logits
+    rows = hidden_states.flatten(0, -2).index_select(0, order)
     if transform is not None:
         rows = transform(rows)
-    denominator = num_items_in_batch if num_items_in_batch is not None else max(count, 1)
     # Fusing keeps the weight's gradient (vocab x hidden) for backward instead of the logits (count x vocab), so it
     # pays off only with more labelled rows than hidden units. Under torch.compile the choice and the chunk count
     # follow the positions that may carry a label, a static shape: a choice on the count would guard on it and
@@ -106,6 +113,23 @@ def labelled_rows_loss(
     logits = projection(rows)
     loss = nn.functional.cross_entropy(logits.float(), targets, reduction="sum")
     return loss / denominator, logits
+
+
+class StandardLogitsOutsideTraining:
+    """A masked-LM head whose training loss reads the labelled positions only (`labelled_rows_loss`).
+
+    In training mode its logits are compact, (labelled positions, vocab), or None where the projection ran fused
+    with the loss. In eval and predict mode they are (batch, length, vocab), with labels or without, as every stock
+    `*ForMaskedLM` returns them: run_mlm.py's metrics index them with the labels' mask. Setting
+    `model.compact_eval_logits = True` keeps the compact form in eval too, for metrics that read the labelled rows
+    only at a large vocabulary. It is the run's choice, set on the model object, so a checkpoint's config never
+    carries it (ModernBERT's `sparse_prediction` is a config field, which a saved checkpoint then imposes on its users).
+    """
+
+    compact_eval_logits: bool = False
+
+    def logits_at_all_positions(self) -> bool:
+        return not (self.training or self.compact_eval_logits)
 
 
 def check_labels_shape(labels: torch.Tensor, input_shape: torch.Size, collator: str) -> None:

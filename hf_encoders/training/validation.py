@@ -130,6 +130,12 @@ class PretrainingTrainer(Trainer):
     def __init__(self, *args, eval_data_collator=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.eval_data_collator = eval_data_collator
+        if self.compute_metrics is None:
+            # Its evaluations read losses only: the masked-LM heads may keep their training layout (labelled rows)
+            # rather than compute the (batch, length, vocab) logits that metrics need.
+            for module in self.model.modules():
+                if hasattr(type(module), "compact_eval_logits"):
+                    module.compact_eval_logits = True
 
     def _issue_warnings_after_load(self, load_result) -> None:
         """On resume, a tied weight (MAE-LM's vocabulary projection, the input embedding itself) is not in the

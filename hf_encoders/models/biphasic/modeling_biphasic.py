@@ -41,7 +41,12 @@ from transformers.models.llama.modeling_llama import (
 
 from .checkpoint_io import CheckpointMixin
 from .configuration_biphasic import OBJECTIVES, BiphasicConfig
-from .loss_utils import check_labels_shape, check_sequence_length, labelled_rows_loss
+from .loss_utils import (
+    StandardLogitsOutsideTraining,
+    check_labels_shape,
+    check_sequence_length,
+    labelled_rows_loss,
+)
 from .packed_sequences import (
     Unpadded,
     check_packed_positions,
@@ -125,7 +130,9 @@ class BiphasicAttention(LlamaAttention):
 class BiphasicEncoder(BiphasicPreTrainedModel, LlamaModel):
     """Llama's decoder stack used as an encoder: bidirectional unless called with `is_causal=True`."""
 
-    _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
+    # The LM head, and (read from a fine-tuned checkpoint: pipeline("feature-extraction"), sentence-transformers) the
+    # task heads.
+    _keys_to_ignore_on_load_unexpected = [r"^lm_head\.", r"^dense\.", r"^classifier\.", r"^qa_outputs\."]
 
     def __init__(self, config: BiphasicConfig):
         # LlamaModel.__init__ is skipped only because it gives the embedding `padding_idx=pad_token_id`: with
@@ -209,8 +216,11 @@ def copies_its_input(labels: torch.Tensor, input_ids: torch.Tensor) -> torch.Ten
     return labelled.any() & ((labels == input_ids) | ~labelled).all()
 
 
-class BiphasicLanguageModel(BiphasicPreTrainedModel):
-    """Encoder + vocabulary projection; the common part of the pre-training and fill-mask models."""
+class BiphasicLanguageModel(StandardLogitsOutsideTraining, BiphasicPreTrainedModel):
+    """Encoder + vocabulary projection; the common part of the pre-training and fill-mask models.
+
+    Their logits are (batch, length, vocab) except in training with labels, where the projection runs only where a
+    label is set (`StandardLogitsOutsideTraining`)."""
 
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
 
@@ -245,9 +255,9 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
     def vocabulary_loss(
         self, hidden_states, labels, label_summary: list[int] | None, num_items_in_batch=None
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """(loss, logits). With labels, the vocabulary projection runs only where a label is set, in training
-        mostly fused with the loss and without logits (see `labelled_rows_loss`); without labels, it covers every
-        position and the loss is None."""
+        """(loss, logits). In training with labels, the vocabulary projection runs only where a label is set, mostly
+        fused with the loss and without logits (see `labelled_rows_loss`); otherwise it covers every position, and
+        without labels the loss is None."""
         if labels is None:
             return None, self.lm_head(hidden_states)
         labelled_count, copies_input = label_summary
@@ -259,7 +269,12 @@ class BiphasicLanguageModel(BiphasicPreTrainedModel):
                 "inputs for MLM. Use hf_encoders.DataCollatorForBiphasic."
             )
         return labelled_rows_loss(
-            self.lm_head, hidden_states, labels, num_items_in_batch, labelled_count=labelled_count
+            self.lm_head,
+            hidden_states,
+            labels,
+            num_items_in_batch,
+            labelled_count=labelled_count,
+            all_positions=self.logits_at_all_positions(),
         )
 
     @classmethod

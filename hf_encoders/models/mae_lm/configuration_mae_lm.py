@@ -37,6 +37,8 @@ class MaeLmConfig(PreTrainedConfig):
         "AutoModelForTokenClassification": "modeling_mae_lm.MaeLmForTokenClassification",
         "AutoModelForQuestionAnswering": "modeling_mae_lm.MaeLmForQuestionAnswering",
     }
+    # Trainer's predictions hold the logits alone, as a stock masked LM's do, not the encoder states beside them.
+    keys_to_ignore_at_inference = ["encoder_last_hidden_state"]
 
     vocab_size: int = 32768
     hidden_size: int = 768

@@ -30,7 +30,12 @@ from transformers.utils import logging
 
 from .checkpoint_io import CheckpointMixin
 from .configuration_mae_lm import MaeLmConfig
-from .loss_utils import check_labels_shape, check_sequence_length, labelled_rows_loss
+from .loss_utils import (
+    StandardLogitsOutsideTraining,
+    check_labels_shape,
+    check_sequence_length,
+    labelled_rows_loss,
+)
 from .packed_sequences import Unpadded, check_packed_positions, document_index, worth_unpadding
 from .task_heads import QuestionAnsweringMixin, TokenClassificationMixin
 
@@ -232,6 +237,14 @@ class MaeLmModel(MaeLmPreTrainedModel):
     """The MAE-LM encoder: post-LN layers sharing ONE bucketed relative position bias, computed once per forward
     from `position_ids` (so a compacted input keeps its original distances)."""
 
+    # Read from a fine-tuned checkpoint (pipeline("feature-extraction"), sentence-transformers), the encoder also
+    # leaves the task heads unread.
+    _keys_to_ignore_on_load_unexpected = [
+        *MaeLmPreTrainedModel._keys_to_ignore_on_load_unexpected,
+        r"^classifier\.",
+        r"^qa_outputs\.",
+    ]
+
     def __init__(self, config: MaeLmConfig):
         super().__init__(config)
         self.embeddings = MaeLmEmbeddings(config)
@@ -407,17 +420,31 @@ class MaeLmLMHead(nn.Module):
 class MaeLmMaskedLMOutput(MaskedLMOutput):
     """`MaskedLMOutput` plus the encoder's states scattered back to the input layout.
 
-    logits: (batch, length, vocab) without labels; with labels, (number of labelled positions, vocab) in
-        row-major order of the labelled positions, since the vocabulary projection only runs there; None in
-        training when the projection runs fused with the loss (see `labelled_rows_loss`).
+    logits: (batch, length, vocab) in eval and predict mode, with or without labels, and in training without labels.
+        In training with labels the vocabulary projection only runs at the labelled positions: (number of labelled
+        positions, vocab) in row-major order, or None where it runs fused with the loss (see `labelled_rows_loss`);
+        `model.compact_eval_logits = True` gives that compact form in eval too (`StandardLogitsOutsideTraining`).
     encoder_last_hidden_state: (batch, length, hidden), zeros where the encoder saw nothing.
     """
 
     encoder_last_hidden_state: torch.FloatTensor | None = None
 
 
-class MaeLmForMaskedLM(MaeLmPreTrainedModel):
+def unmasked_targets_warning(unmasked: int, labelled: int) -> str:
+    return (
+        f"{unmasked} of the batch's {labelled} masked-LM targets ({unmasked / labelled:.0%}) reach MaeLmForMaskedLM "
+        "unmasked: left as they are or replaced by a random token, as DataCollatorForLanguageModeling's default "
+        "80/10/10 split does. MAE-LM's encoder never sees the positions it predicts (they are dropped as [MASK]s); "
+        "these it reads, so it trains on a different objective, and the unchanged ones can be copied rather than "
+        "predicted. Use hf_encoders.DataCollatorForMaeLm, or DataCollatorForLanguageModeling(..., "
+        "mask_replace_prob=1.0, random_replace_prob=0.0). (Said once per model.)"
+    )
+
+
+class MaeLmForMaskedLM(StandardLogitsOutsideTraining, MaeLmPreTrainedModel):
     _tied_weights_keys = {"lm_head.vocab_projection.weight": "mae_lm.embeddings.word_embeddings.weight"}
+    # Set once this model has warned about targets that reach it unmasked (`unmasked_targets_warning`).
+    warned_unmasked_targets = False
 
     def __init__(self, config: MaeLmConfig):
         super().__init__(config)
@@ -498,10 +525,16 @@ class MaeLmForMaskedLM(MaeLmPreTrainedModel):
         position_ids = position_ids.expand(batch_size, -1)
 
         keep = self.encoder_input_mask(input_ids, attention_mask)
-        # The host reads the two sizes the step's shapes follow in one go, the longest kept row and the labelled
-        # count: one wait for the device, and one graph break under torch.compile.
-        sizes = [keep.sum(-1).max()] + ([] if labels is None else [(labels != -100).sum()])
-        compact_length, *labelled_count = torch.stack(sizes).tolist()
+        # The host reads the sizes the step's shapes follow in one go, the longest kept row and the labelled count,
+        # with the count of targets left unmasked: one wait for the device, and one graph break under torch.compile.
+        sizes = [keep.sum(-1).max()]
+        if labels is not None:
+            labelled = labels != -100
+            sizes += [labelled.sum(), (labelled & (input_ids != self.config.mask_token_id)).sum()]
+        compact_length, *label_counts = torch.stack(sizes).tolist()
+        if label_counts and label_counts[1] and not self.warned_unmasked_targets:
+            logger.warning(unmasked_targets_warning(label_counts[1], label_counts[0]))
+            self.warned_unmasked_targets = True
         encoder_states = self.encode_compacted(
             input_ids, keep, max(compact_length, 1), position_ids, documents, **kwargs
         )
@@ -518,7 +551,8 @@ class MaeLmForMaskedLM(MaeLmPreTrainedModel):
             labels,
             num_items_in_batch,
             transform=self.lm_head.transform,
-            labelled_count=labelled_count[0],
+            labelled_count=label_counts[0],
+            all_positions=self.logits_at_all_positions(),
         )
         return MaeLmMaskedLMOutput(loss=loss, logits=logits, encoder_last_hidden_state=encoder_states)
 

@@ -28,7 +28,7 @@ from transformers.utils import ModelOutput, logging
 
 from .checkpoint_io import CheckpointMixin
 from .configuration_tacl import TaclConfig
-from .loss_utils import check_labels_shape, labelled_rows_loss
+from .loss_utils import StandardLogitsOutsideTraining, check_labels_shape, labelled_rows_loss
 
 logger = logging.get_logger(__name__)
 
@@ -77,9 +77,10 @@ def token_contrastive_loss(
 class TaclForPreTrainingOutput(ModelOutput):
     """
     loss: weighted sum of the three terms (Eq. 2), each a mean (over anchors, or over sequences for NSP).
-    logits: MLM prediction scores; (batch, length, vocab) without labels, else (anchors, vocab) in row-major
-        order of the anchors, since the vocabulary projection only runs there; None in training when the
-        projection runs fused with the loss (see `labelled_rows_loss`).
+    logits: MLM prediction scores, (batch, length, vocab) in eval and predict mode and without labels. In training
+        with labels the vocabulary projection only runs at the anchors: (anchors, vocab) in row-major order, or
+        None where it runs fused with the loss (see `labelled_rows_loss`); `model.compact_eval_logits = True` gives
+        that compact form in eval too (`StandardLogitsOutsideTraining`).
     seq_relationship_logits: (batch, 2) NSP scores, when NSP is used.
     tacl_loss, mlm_loss, nsp_loss: the terms of Eq. 2 before weighting (nsp_loss is None when NSP is off).
     last_hidden_state: the student's last layer (batch, length, hidden).
@@ -112,7 +113,7 @@ def mlm_head_layout(student: PreTrainedModel) -> str:
     )
 
 
-class TaclForPreTraining(CheckpointMixin, PreTrainedModel):
+class TaclForPreTraining(CheckpointMixin, StandardLogitsOutsideTraining, PreTrainedModel):
     """Student + frozen teacher. Pass `student` to wrap an already loaded model (what `from_encoder` does);
     otherwise both are built from `config.student_config` (and filled by `from_pretrained`)."""
 
@@ -338,7 +339,12 @@ class TaclForPreTraining(CheckpointMixin, PreTrainedModel):
 
         transform, projection = self.mlm_head()
         mlm_loss, logits = labelled_rows_loss(
-            projection, states, labels, transform=transform, labelled_count=anchor_count
+            projection,
+            states,
+            labels,
+            transform=transform,
+            labelled_count=anchor_count,
+            all_positions=self.logits_at_all_positions(),
         )
         loss = self.config.tacl_loss_weight * tacl_loss + self.config.mlm_loss_weight * mlm_loss
         nsp_loss = None
