@@ -5,6 +5,7 @@ import collections
 import functools
 import json
 import math
+import os
 import shutil
 import statistics
 from pathlib import Path
@@ -13,6 +14,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from wall_time import ALONE_LOAD, Measurement
 
 VERDICTS = {2: "reproduced", 1: "partly", 0: "not reproduced"}
 KINDS = ["sc", "tc", "qa", "ir"]
@@ -43,6 +45,7 @@ def write_report(root: Path, here: Path, timings: dict, settings, seeds: dict[st
         "",
         *[line for section in sections for line in section],
         (here / "findings.md").read_text() if (here / "findings.md").exists() else "",
+        *wall_time_lines(timings),
     ]
     path = here / "REPORT.md"
     path.write_text("\n".join(lines))
@@ -65,7 +68,10 @@ def unigram_entropy(root: Path) -> float:
 def setup_lines(root: Path, timings: dict, settings, seeds: dict) -> list[str]:
     corpus = [json.loads(line)["text"] for line in (root / "corpus.jsonl").open()]
     words = sum(len(text.split()) for text in corpus)
-    times = ", ".join(f"{name} {seconds / 60:.0f} min" for name, seconds in timings.items())
+    totals = collections.Counter()
+    for step in step_timings(timings).values():
+        totals[step["experiment"]] += step["seconds"]
+    times = ", ".join(f"{name} {seconds / 60:.0f} min" for name, seconds in totals.items())
     return [
         "## Set-up",
         "",
@@ -87,8 +93,43 @@ def setup_lines(root: Path, timings: dict, settings, seeds: dict) -> list[str]:
         + "; mean ± std over seeds.",
         "- Diagnostics (`hf-encoders analyze`): the corpus's first 500 sentences, 15% of real tokens masked for the "
         "with-[MASK] measures, rank at τ = 0.9 (uncentered, as MAE-LM defines it).",
-        f"- Wall time on this machine (2 CPU cores), pre-training + analysis + fine-tuning: {times}. The experiments "
-        "ran side by side, one thread each, sharing the two cores: alone, each needs less.",
+        f"- Wall time on this machine ({os.cpu_count()} CPU cores), pre-training + analysis + fine-tuning: {times}; "
+        "per step, with what ran beside it, in the wall-time section at the end.",
+    ]
+
+
+def step_timings(timings: dict) -> dict[str, dict]:
+    """timings.json's steps (reproduce.py's Runner.measured); a total per experiment from older runs counts as one
+    step with nothing known about its load."""
+    return {
+        step: entry if isinstance(entry, dict) else {"experiment": step, "seconds": entry}
+        for step, entry in timings.items()
+    }
+
+
+def wall_time_lines(timings: dict) -> list[str]:
+    """Each step's wall time and whether it ran alone (experiments/wall_time.py's rule), per experiment."""
+    rows = []
+    for step, entry in step_timings(timings).items():
+        if "load_average" not in entry:
+            rows.append([entry["experiment"], step, f"{entry['seconds'] / 60:.1f}", "", "", "", "not recorded"])
+            continue
+        measurement = Measurement(**{key: value for key, value in entry.items() if key != "experiment"})
+        rows.append([
+            entry["experiment"], step, f"{measurement.seconds / 60:.1f}", f"{measurement.cpu_seconds / 60:.1f}",
+            f"{measurement.others_load:.2f}", measurement.other_processes,
+            ("alone" if measurement.alone else "shared") + (f", {measurement.sessions} sessions" if measurement.sessions > 1 else ""),
+        ])  # fmt: skip
+    header = ["experiment", "step", "wall min", "CPU min", "others' load (cores)", "other experiment processes", ""]
+    return [
+        "## Wall time",
+        "",
+        "Each step as it ran (`timings.json`): its wall and CPU minutes, the load beyond its own (mean 1-minute load "
+        "average less the cores it kept busy) and the most other experiment processes seen beside it. A step counts "
+        f"as measured alone when that load stayed under {ALONE_LOAD} cores and no other experiment process ran. A step "
+        "resumed from its checkpoint adds up its sessions.",
+        "",
+        *markdown_table(header, rows),
     ]
 
 

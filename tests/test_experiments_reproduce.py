@@ -1,0 +1,114 @@
+"""experiments/reproduce.py outlives a session: an arm cut short resumes from its last complete checkpoint, a finished
+one is skipped, and every step's wall time is recorded with the load beside it (experiments/wall_time.py). The
+`hf-encoders` commands are replaced by a stand-in that writes what the real one would."""
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# The experiments are scripts, not a package: their folder goes on the path, as `python experiments/...` puts it.
+sys.path.insert(0, str(Path(__file__).parents[1] / "experiments"))
+import report
+import reproduce
+import wall_time
+
+
+class FakeCommands:
+    """Stands in for `subprocess.run` of `hf-encoders pretrain`: each call does what the next entry of `outcomes`
+    says ("preempted": a complete checkpoint-4 and no final model, "partial": a checkpoint-8 cut off while being
+    written, "finished": the final log_history.json), and remembers its arguments."""
+
+    def __init__(self, outcomes: list[str]):
+        self.outcomes, self.calls = list(outcomes), []
+
+    def __call__(self, command, check, env):
+        arguments = command[command.index("hf_encoders.cli") + 1 :]
+        self.calls.append(arguments)
+        output = Path(arguments[arguments.index("--output_dir") + 1])
+        outcome = self.outcomes.pop(0)
+        if outcome == "preempted":
+            (output / "checkpoint-4").mkdir(parents=True)
+            (output / "checkpoint-4" / "trainer_state.json").write_text("{}")
+        elif outcome == "partial":
+            (output / "checkpoint-8").mkdir(parents=True)
+        else:
+            (output / "log_history.json").write_text("[]")
+        return subprocess.CompletedProcess(command, 0)
+
+
+@pytest.fixture
+def runner(tmp_path):
+    settings = argparse.Namespace(output_dir=tmp_path, seed=0)
+    runner = reproduce.Runner(settings)
+    runner.experiment = "M"
+    return runner
+
+
+def pretrain(runner):
+    return runner.pretrain("arm", "--method", "mae_lm", steps=40)
+
+
+def test_an_interrupted_arm_resumes_from_its_last_complete_checkpoint(runner, monkeypatch):
+    commands = FakeCommands(["partial", "preempted", "finished"])
+    monkeypatch.setattr(reproduce.subprocess, "run", commands)
+    for _ in range(2):  # two sessions end without a final model: the script stops and says how to go on
+        with pytest.raises(SystemExit, match="stopped before it finished; run the same command again to resume"):
+            pretrain(runner)
+    assert pretrain(runner) == runner.root / "pretrain" / "arm"
+    first, second, third = commands.calls
+    assert first[first.index("--save_strategy") + 1] == "steps" and first[first.index("--save_steps") + 1] == "4"
+    # Only a checkpoint Trainer finished writing is resumed from; the partial checkpoint-8 is not one.
+    assert "--resume_from_checkpoint" not in first and "--resume_from_checkpoint" not in second
+    assert third[-2:] == ["--resume_from_checkpoint", "true"]
+    pretrain(runner)  # finished: skipped, nothing runs
+    assert len(commands.calls) == 3
+    # One record for the step, adding up its three sessions.
+    timings = json.loads((runner.root / "timings.json").read_text())
+    assert list(timings) == ["pretrain/arm"]
+    assert timings["pretrain/arm"]["experiment"] == "M" and timings["pretrain/arm"]["sessions"] == 3
+
+
+def test_sessions_add_up_with_the_load_weighted_by_time():
+    first = wall_time.Measurement(seconds=100, cpu_seconds=90, load_average=1.0, other_processes=0)
+    later = wall_time.Measurement(seconds=300, cpu_seconds=290, load_average=3.0, other_processes=2)
+    total = later.after(first.as_dict())
+    assert (total.seconds, total.cpu_seconds, total.sessions, total.other_processes) == (400, 380, 2, 2)
+    assert total.load_average == pytest.approx((100 * 1.0 + 300 * 3.0) / 400)
+
+
+@pytest.mark.parametrize(
+    "load_average,other_processes,alone",
+    [(1.3, 0, True), (1.6, 0, False), (1.0, 1, False)],
+)
+def test_a_step_ran_alone_when_others_added_under_half_a_core(load_average, other_processes, alone):
+    # One core kept busy (CPU seconds = wall seconds): the load beyond 1 is the others'.
+    measurement = wall_time.Measurement(
+        seconds=60, cpu_seconds=60, load_average=load_average, other_processes=other_processes
+    )
+    assert measurement.others_load == pytest.approx(max(0.0, load_average - 1.0))
+    assert measurement.alone is alone
+
+
+def test_measuring_counts_the_cpu_time_of_a_finished_child():
+    busy = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    with wall_time.measuring(interval=0.05) as measurement:
+        subprocess.run([sys.executable, "-c", busy], check=True)
+    assert measurement.cpu_seconds >= 0.3 and measurement.seconds >= measurement.cpu_seconds / 2
+    assert measurement.loads and measurement.load_average >= 0
+
+
+def test_the_report_tables_every_step_and_older_totals():
+    timings = {
+        "T1": 600,  # an experiment's total, as timings.json held it before per-step records
+        "pretrain/m_delta_0.0": {
+            "experiment": "M", "seconds": 120, "cpu_seconds": 120, "load_average": 2.5, "other_processes": 1,
+            "sessions": 2,
+        },
+    }  # fmt: skip
+    lines = report.wall_time_lines(timings)
+    assert "| T1 | T1 | 10.0 |  |  |  | not recorded |" in lines
+    assert "| M | pretrain/m_delta_0.0 | 2.0 | 2.0 | 1.50 | 1 | shared, 2 sessions |" in lines
