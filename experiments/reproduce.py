@@ -28,7 +28,7 @@ from wall_time import measuring
 from hf_encoders.training.resume import last_complete_checkpoint
 
 HERE = Path(__file__).parent
-EXPERIMENTS = ("T1", "M", "B1", "B2", "report")
+EXPERIMENTS = ("T1", "M", "M-pretrained", "B1", "B2", "report")
 # From-scratch models: 4 layers x 256, blocks of 128 tokens, 16 per batch, the same steps for every arm.
 SCRATCH_LAYERS = "hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024"
 # MAE-LM's share of [MASK] tokens kept in the encoder: 1 = MLM with a decoder, 0 = MAE-LM.
@@ -39,7 +39,7 @@ MAE_LM_SWEEPS = {"m": 3e-4, "m_lr1e-3": 1e-3}
 PHASES = {"clm_then_mlm": "clm:0.25,mlm:0.75", "mlm_only": "mlm:1.0", "clm_only": "clm:1.0"}
 # Fine-tuning seeds per experiment, within a 2-core budget: B1 compares the spread over seeds (the paper's stability),
 # T1's MiniLM runs cost twice the small models'.
-FINETUNE_SEEDS = {"T1": 1, "M": 1, "B1": 3}
+FINETUNE_SEEDS = {"T1": 1, "M": 1, "M-pretrained": 3, "B1": 3}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -211,6 +211,26 @@ def m_mae_lm(runner: Runner) -> None:
             runner.evaluate("m", models, kinds=["sc", "tc", "qa", "ir"], learning_rate=3e-4, seeds=FINETUNE_SEEDS["M"])
 
 
+def m_pretrained(runner: Runner) -> None:
+    """M1 and M2 from a pretrained start: all-MiniLM-L6-v2 continued as MAE-LM (its encoder the MiniLM, a new decoder
+    and head) with each delta, T1's steps and rate; analysed beside MiniLM itself, probed, fine-tuned on every task."""
+    base = minilm_path()
+    models = {}
+    for delta in DELTAS:
+        models[f"delta_{delta}"] = runner.pretrain(
+            f"mp_delta_{delta}", "--method", "mae_lm", "--model_name_or_path", base, "--tokenizer_name", base,
+            "--config_overrides", f"mask_in_encoder_fraction={delta}", steps=runner.settings.continue_steps,
+            learning_rate=1e-4,
+        )  # fmt: skip
+    runner.analyze("mp", {"minilm": Path(base), **models})
+    probe = runner.root / "analysis" / "mp" / "probe.json"
+    if not probe.exists():
+        with runner.measured(probe.parent / "probe"):
+            mae_lm_probe.main(runner.root / "corpus.jsonl", probe, list(models.values()))
+    kinds = ["sc", "tc", "qa", "ir"]
+    runner.evaluate("mp", models, kinds=kinds, learning_rate=1e-4, seeds=FINETUNE_SEEDS["M-pretrained"])
+
+
 def mae_lm_arm(runner: Runner, sweep: str, learning_rate: float, delta: float) -> Path:
     overrides = f"{SCRATCH_LAYERS},decoder_num_hidden_layers=2,mask_in_encoder_fraction={delta}"
     return runner.pretrain(
@@ -274,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--only: unknown {sorted(unknown)}; choose from {', '.join(EXPERIMENTS)}")
     runner = Runner(settings)
     prepare(runner)
-    experiments = {"T1": t1_tacl, "M": m_mae_lm, "B1": b1_pfs, "B2": b2_cpt}
+    experiments = {"T1": t1_tacl, "M": m_mae_lm, "M-pretrained": m_pretrained, "B1": b1_pfs, "B2": b2_cpt}
     for name in chosen:
         if name in experiments:
             runner.experiment = name

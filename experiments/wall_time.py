@@ -2,10 +2,9 @@
 
 Wall time on a shared machine says little unless we know what ran beside it. So while a step runs (a subprocess, or
 work in this process such as the MAE-LM probe), a thread samples the 1-minute load average every few seconds and
-counts the other experiment processes (`hf-encoders` commands and experiment scripts that are not this run's own);
-when the step ends, the CPU time it used is read. The load beyond the step's own (CPU seconds / wall seconds: the
-cores it kept busy) is what others added: a step ran alone when that stayed under half a core and no other
-experiment process was seen.
+counts the other processes that kept part of a core busy since the last sample (not this run's own); when the step
+ends, the CPU time it used is read. The load beyond the step's own (CPU seconds / wall seconds: the cores it kept
+busy) is what others added: a step ran alone when that stayed under half a core and no other busy process was seen.
 """
 
 import os
@@ -18,8 +17,8 @@ from dataclasses import asdict, dataclass, field
 
 import psutil
 
-# What marks another experiment or hf-encoders process in a command line.
-EXPERIMENT_MARKERS = ("hf_encoders.cli", "hf-encoders", "experiments/")
+# The share of a core a process must use, between two samples, to count as running beside the step.
+BUSY = 0.2
 # Load (in cores) others may add before a step no longer counts as measured alone.
 ALONE_LOAD = 0.5
 
@@ -29,7 +28,7 @@ class Measurement:
     seconds: float = 0.0
     cpu_seconds: float = 0.0  # user + system time of this process and its finished children during the step
     load_average: float = 0.0  # mean of the 1-minute load average over the step
-    other_processes: int = 0  # most other experiment processes seen at once
+    other_processes: int = 0  # most other busy processes seen at once
     sessions: int = 1  # how many runs of the script the step took (a resumed step adds its sessions up)
     loads: list[float] = field(default_factory=list, repr=False)
 
@@ -60,21 +59,31 @@ class Measurement:
         return {name: round(value, 2) for name, value in asdict(self).items() if name != "loads"}
 
 
-def other_experiment_processes() -> int:
-    """Experiment processes running that are not this process, one of its descendants or one of its ancestors (the
-    shell that started the experiments)."""
-    this = psutil.Process()
-    own = {
-        this.pid,
-        *(child.pid for child in this.children(recursive=True)),
-        *(parent.pid for parent in this.parents()),
-    }
-    count = 0
-    for process in psutil.process_iter(["pid", "cmdline"]):
-        command = " ".join(process.info["cmdline"] or [])
-        if process.info["pid"] not in own and any(marker in command for marker in EXPERIMENT_MARKERS):
-            count += 1
-    return count
+class OtherProcesses:
+    """Counts, between two calls, the processes that kept at least BUSY of a core busy and are not this process, one
+    of its descendants or one of its ancestors (the shell that started the experiments): other experiments, other
+    people's tests, anything that competes for the cores."""
+
+    def __init__(self):
+        self.cpu_times = {}  # pid -> CPU seconds at the previous call
+        self.last_call = time.monotonic()
+        self.busy()  # the first snapshot
+
+    def busy(self) -> int:
+        this = psutil.Process()
+        own = {this.pid, *(p.pid for p in this.children(recursive=True)), *(p.pid for p in this.parents())}
+        now = time.monotonic()
+        elapsed = now - self.last_call
+        cpu_times, count = {}, 0
+        for process in psutil.process_iter(["pid", "cpu_times"]):
+            pid, times = process.info["pid"], process.info["cpu_times"]
+            if pid in own or times is None:
+                continue
+            cpu_times[pid] = times.user + times.system
+            if pid in self.cpu_times and cpu_times[pid] - self.cpu_times[pid] >= BUSY * elapsed:
+                count += 1
+        self.cpu_times, self.last_call = cpu_times, now
+        return count
 
 
 def cpu_seconds() -> float:
@@ -88,15 +97,14 @@ def cpu_seconds() -> float:
 @contextmanager
 def measuring(interval: float = 5.0):
     """`with measuring() as measurement: ...` fills `measurement` (a Measurement) when the block ends."""
-    measurement = Measurement()
+    measurement, others = Measurement(), OtherProcesses()
     stop = threading.Event()
 
     def sample():
-        while True:
+        measurement.loads.append(os.getloadavg()[0])
+        while not stop.wait(interval):  # busy() needs a whole interval to tell a busy process from a brief one
             measurement.loads.append(os.getloadavg()[0])
-            measurement.other_processes = max(measurement.other_processes, other_experiment_processes())
-            if stop.wait(interval):
-                return
+            measurement.other_processes = max(measurement.other_processes, others.busy())
 
     sampler = threading.Thread(target=sample, daemon=True)
     started, cpu_before = time.monotonic(), cpu_seconds()

@@ -4,9 +4,11 @@ one is skipped, and every step's wall time is recorded with the load beside it (
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -93,6 +95,25 @@ def test_a_step_ran_alone_when_others_added_under_half_a_core(load_average, othe
     assert measurement.alone is alone
 
 
+def test_busy_processes_are_those_beside_the_run_that_used_a_fifth_of_a_core(monkeypatch):
+    """Between two samples 10 s apart: a process that used 5 CPU seconds counts, one that used 1 does not, and this
+    process (the run itself) never does."""
+    seconds = iter([0.0, 0.0, 10.0])  # created (and first sample) at 0 s, second sample at 10 s
+    monkeypatch.setattr(wall_time.time, "monotonic", lambda: next(seconds))
+    used = {"first": {11: 0.0, 12: 0.0, os.getpid(): 0.0}, "second": {11: 5.0, 12: 1.0, os.getpid(): 10.0}}
+    sample = iter(["first", "second"])
+
+    def processes(attributes):
+        cpu = used[next(sample)]
+        return [
+            SimpleNamespace(info={"pid": pid, "cpu_times": SimpleNamespace(user=t, system=0.0)})
+            for pid, t in cpu.items()
+        ]
+
+    monkeypatch.setattr(wall_time.psutil, "process_iter", processes)
+    assert wall_time.OtherProcesses().busy() == 1
+
+
 def test_measuring_counts_the_cpu_time_of_a_finished_child():
     busy = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
     with wall_time.measuring(interval=0.05) as measurement:
@@ -112,3 +133,42 @@ def test_the_report_tables_every_step_and_older_totals():
     lines = report.wall_time_lines(timings)
     assert "| T1 | T1 | 10.0 |  |  |  | not recorded |" in lines
     assert "| M | pretrain/m_delta_0.0 | 2.0 | 2.0 | 1.50 | 1 | shared, 2 sessions |" in lines
+
+
+def fake_mp_runs(root: Path, losses: dict[str, float]) -> None:
+    """What M-pretrained leaves for the report besides the corpus: the analysis and each arm's log (no fine-tuning
+    yet). Ranks fall with δ and the δ = 1 arm loses rank when [MASK] enters: both rules' rank points hold."""
+    ranks = {"minilm": ([50, 60], [50, 55]), "delta_0.0": ([40, 70], [40, 70]), "delta_0.5": ([40, 65], [40, 60])}
+    ranks["delta_1.0"] = ([40, 60], [40, 45])
+    models = [
+        {"model": label, "effective_rank": clean, "effective_rank_with_mask": masked, "self_similarity": [0.3, 0.4]}
+        for label, (clean, masked) in ranks.items()
+    ]
+    (root / "analysis" / "mp").mkdir(parents=True)
+    (root / "analysis" / "mp" / "report.json").write_text(json.dumps({"models": models}))
+    for label, loss in losses.items():
+        (root / "pretrain" / f"mp_{label}").mkdir(parents=True)
+        (root / "pretrain" / f"mp_{label}" / "log_history.json").write_text(json.dumps([{"eval_loss": loss}]))
+
+
+@pytest.mark.parametrize("stuck_loss", [None, 0.3])
+def test_pretrained_mae_lm_verdicts_count_only_arms_below_the_unigram_entropy(tmp_path, stuck_loss):
+    root = tmp_path / "runs"
+    root.mkdir()
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"text": "the json module " * n}) + "\n" for n in (3, 5)))
+    entropy = report.unigram_entropy(root, report.minilm_tokenizer())
+    losses = {"delta_0.0": 0.5, "delta_0.5": 0.5, "delta_1.0": 0.5}
+    if stuck_loss is not None:  # δ = 0.5 ends 0.3 nats below the entropy: not learning enough to compare
+        losses["delta_0.5"] = entropy - stuck_loss
+    fake_mp_runs(root, losses)
+    (tmp_path / "figures").mkdir()
+    rows, section = report.m_pretrained(root, tmp_path / "figures")
+    m1_row, m2_row = rows.splitlines()
+    if stuck_loss is None:
+        assert m1_row.endswith("| reproduced |") and m2_row.endswith("| pending |")
+        assert "rank 70 / 65 / 60, downstream pending" in m2_row
+    else:
+        void = f"| void: δ = 0.5 ({entropy - stuck_loss:.2f}) within 0.5 nats of the unigram entropy |"
+        assert m1_row.endswith(void) and m2_row.endswith(void)
+    assert any(line.startswith("| minilm |  | [50, 60] | [50, 55] |") for line in section)
+    assert (tmp_path / "figures" / "mp_delta_sweep.png").exists()

@@ -74,9 +74,10 @@ def from_encoder(cls, model_or_path, mask_token_id: int | None = None, **mae_lm_
     if has_head:
         copy_mlm_head(source, model.lm_head)
     else:
+        name = type(source).__name__ if source is model_or_path else str(model_or_path)
         logger.warning(
-            f"{type(source).__name__} has no pretrained MLM head: MAE-LM's LM head starts freshly initialised (as its "
-            "decoder does), so the loss starts at chance level."
+            f"{name} has no pretrained MLM head: MAE-LM's LM head starts freshly initialised (as its decoder does), so "
+            "the loss starts at chance level."
         )
     return model.train(source.training)
 
