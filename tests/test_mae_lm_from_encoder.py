@@ -163,9 +163,12 @@ def test_pretrain_continues_an_encoder_and_still_continues_mae_lm(tmp_path):
     torch.testing.assert_close(again.state_dict(), model.state_dict())
 
 
-@pytest.mark.parametrize("kind", ["llama", "biphasic", "mae_lm"])
+@pytest.mark.parametrize("kind", ["llama", "biphasic", "mae_lm", "nothing"])
 def test_architectures_it_cannot_map_are_refused_with_the_list(kind, tmp_path):
-    if kind == "llama":
+    if kind == "nothing":
+        tmp_path = tmp_path / "nowhere"
+        message = r"Cannot load an encoder from '.*nowhere'\. There is no such folder.*bert/roberta/xlm-roberta"
+    elif kind == "llama":
         tiny_llama(num_hidden_layers=1).save_pretrained(tmp_path)
         message = r"Cannot start MAE-LM from a 'llama' model.*maps the encoders bert, roberta, xlm-roberta"
     elif kind == "biphasic":

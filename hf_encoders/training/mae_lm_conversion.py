@@ -56,13 +56,12 @@ def from_encoder(cls, model_or_path, mask_token_id: int | None = None, **mae_lm_
             f"{', '.join(fixed)} come from the source encoder and cannot be changed while converting it; "
             "leave them out (the decoder's shape is set with decoder_* options)."
         )
-    if isinstance(model_or_path, PreTrainedModel):
-        source_config = model_or_path.config
-        check_convertible(source_config)
+    loaded = isinstance(model_or_path, PreTrainedModel)
+    source_config = model_or_path.config if loaded else load_source_config(model_or_path)
+    check_convertible(source_config)
+    if loaded:
         source, has_head = model_or_path, has_mlm_head(model_or_path)
     else:
-        source_config = load_source_config(model_or_path)
-        check_convertible(source_config)
         source, has_head = load_source(model_or_path)
         if mask_token_id is None:
             mask_token_id = tokenizer_mask_token_id(model_or_path)
@@ -74,7 +73,7 @@ def from_encoder(cls, model_or_path, mask_token_id: int | None = None, **mae_lm_
     if has_head:
         copy_mlm_head(source, model.lm_head)
     else:
-        name = type(source).__name__ if source is model_or_path else str(model_or_path)
+        name = type(source).__name__ if loaded else str(model_or_path)
         logger.warning(
             f"{name} has no pretrained MLM head: MAE-LM's LM head starts freshly initialised (as its decoder does), so "
             "the loss starts at chance level."
