@@ -168,7 +168,7 @@ def test_pretrained_mae_lm_verdicts_count_only_arms_below_the_unigram_entropy(tm
         assert m1_row.endswith("| reproduced |") and m2_row.endswith("| pending |")
         assert "rank 70 / 65 / 60, downstream pending" in m2_row
     else:
-        void = f"| void: δ = 0.5 ({entropy - stuck_loss:.2f}) within 0.5 nats of the unigram entropy |"
+        void = f"| void: δ = 0.5 ({entropy - stuck_loss:.2f}) not 0.5 nats below the unigram entropy |"
         assert m1_row.endswith(void) and m2_row.endswith(void)
     assert any(line.startswith("| minilm |  | [50, 60] | [50, 55] |") for line in section)
     assert (tmp_path / "figures" / "mp_delta_sweep.png").exists()
