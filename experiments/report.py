@@ -183,6 +183,12 @@ def figure_link(name: str) -> str:
     return f"![{name}](figures/{name})"
 
 
+def trained_steps(root: Path, run: str) -> int:
+    """The optimizer steps a run took, from its log (the settings of a later invocation may differ)."""
+    history = json.loads((root / "pretrain" / run / "log_history.json").read_text())
+    return max(entry.get("step", 0) for entry in history)
+
+
 def final_eval_loss(root: Path, run: str) -> float:
     history = json.loads((root / "pretrain" / run / "log_history.json").read_text())
     evaluations = [entry for entry in history if "eval_loss" in entry]
@@ -425,7 +431,9 @@ def m_pretrained(root: Path, figures: Path):
         "## M1, M2 from a pretrained start — all-MiniLM-L6-v2 continued as MAE-LM with δ = 0, 0.5, 1",
         "",
         "Each arm's encoder starts as all-MiniLM-L6-v2 itself (`MaeLmForMaskedLM.from_encoder`: the same hidden "
-        "states, every layer), with a new decoder and LM head (MiniLM has no MLM head); equal steps, rate and seed. "
+        "states, every layer), with a new decoder and LM head (MiniLM has no MLM head); "
+        f"{' / '.join(str(trained_steps(root, f'mp_{label}')) for label in DELTA_LABELS)} steps (δ = 0 / 0.5 / 1) at "
+        "a peak rate of 1e-4, batch 16, one seed. "
         "The rules are M1's and M2's above; both are void unless every arm's validation loss is at least "
         f"{LEARNING_MARGIN} nats below the unigram entropy of the corpus in MiniLM's vocabulary ({entropy:.2f} nats). "
         "Scores are means ± std over the fine-tuning seeds.",

@@ -148,7 +148,8 @@ def fake_mp_runs(root: Path, losses: dict[str, float]) -> None:
     (root / "analysis" / "mp" / "report.json").write_text(json.dumps({"models": models}))
     for label, loss in losses.items():
         (root / "pretrain" / f"mp_{label}").mkdir(parents=True)
-        (root / "pretrain" / f"mp_{label}" / "log_history.json").write_text(json.dumps([{"eval_loss": loss}]))
+        history = [{"loss": 9.0, "step": 10}, {"eval_loss": loss, "step": 20}]
+        (root / "pretrain" / f"mp_{label}" / "log_history.json").write_text(json.dumps(history))
 
 
 @pytest.mark.parametrize("stuck_loss", [None, 0.3])
@@ -167,8 +168,20 @@ def test_pretrained_mae_lm_verdicts_count_only_arms_below_the_unigram_entropy(tm
     if stuck_loss is None:
         assert m1_row.endswith("| reproduced |") and m2_row.endswith("| pending |")
         assert "rank 70 / 65 / 60, downstream pending" in m2_row
+        # Fine-tuned: scores fall with δ on every task, so both of M2's points hold.
+        cells = [
+            {"model": str(root / "pretrain" / f"mp_{label}"), "task": f"{kind}:folder", "mean": score, "std": 0.01}
+            for label, score in (("delta_0.0", 0.7), ("delta_0.5", 0.6), ("delta_1.0", 0.5))
+            for kind in report.KINDS
+        ]
+        (root / "evaluate" / "mp").mkdir(parents=True)
+        (root / "evaluate" / "mp" / "results.json").write_text(json.dumps({"cells": cells}))
+        rows, section = report.m_pretrained(root, tmp_path / "figures")
+        assert rows.splitlines()[1].endswith("mean downstream 0.700 / 0.600 / 0.500 | reproduced |")
+        assert any(line.startswith("| delta_0.0 | 0.500 |") and line.endswith("| 0.7 ± 0.01 |") for line in section)
     else:
         void = f"| void: δ = 0.5 ({entropy - stuck_loss:.2f}) not 0.5 nats below the unigram entropy |"
         assert m1_row.endswith(void) and m2_row.endswith(void)
     assert any(line.startswith("| minilm |  | [50, 60] | [50, 55] |") for line in section)
+    assert any("20 / 20 / 20 steps (δ = 0 / 0.5 / 1)" in line for line in section)
     assert (tmp_path / "figures" / "mp_delta_sweep.png").exists()
