@@ -122,10 +122,12 @@ def wall_time_lines(timings: dict) -> list[str]:
             rows.append([entry["experiment"], step, f"{entry['seconds'] / 60:.1f}", "", "", "", "not recorded"])
             continue
         measurement = Measurement(**{key: value for key, value in entry.items() if key != "experiment"})
+        status = "alone" if measurement.alone else "shared"
+        if measurement.sessions > 1:
+            status += f", {measurement.sessions} sessions"
         rows.append([
             entry["experiment"], step, f"{measurement.seconds / 60:.1f}", f"{measurement.cpu_seconds / 60:.1f}",
-            f"{measurement.others_load:.2f}", measurement.other_processes,
-            ("alone" if measurement.alone else "shared") + (f", {measurement.sessions} sessions" if measurement.sessions > 1 else ""),
+            f"{measurement.others_load:.2f}", measurement.other_processes, status,
         ])  # fmt: skip
     header = ["experiment", "step", "wall min", "CPU min", "others' load (cores)", "other busy processes", ""]
     return [
@@ -396,37 +398,8 @@ def m_pretrained(root: Path, figures: Path):
     table = scores(root, "mp")
     entropy = unigram_entropy(root, minilm_tokenizer())
     losses = {label: final_eval_loss(root, f"mp_{label}") for label in DELTA_LABELS}
-    stuck = [
-        f"δ = {label.removeprefix('delta_')} ({loss:.2f})"
-        for label, loss in losses.items()
-        if loss > entropy - LEARNING_MARGIN
-    ]
-    void = f"void: {', '.join(stuck)} not {LEARNING_MARGIN} nats below the unigram entropy" if stuck else None
-    mlm, mae = models["delta_1.0"], models["delta_0.0"]
-    gap = mlm["effective_rank"][-1] - mlm["effective_rank_with_mask"][-1]
-    m1_points = (gap > 0) + (mae["effective_rank"][-1] >= mlm["effective_rank"][-1])
-    ranks = [models[label]["effective_rank"][-1] for label in DELTA_LABELS]
     evaluated = all(f"mp_{label}" in table for label in DELTA_LABELS)
-    downstream = [downstream_mean(table, f"mp_{label}") for label in DELTA_LABELS] if evaluated else []
-    m2_points = (ranks[0] >= ranks[1] >= ranks[2]) + bool(evaluated and downstream[0] >= downstream[1] >= downstream[2])
-    numbers = f"δ = 0 / 0.5 / 1: rank {ranks[0]} / {ranks[1]} / {ranks[2]}"
-    numbers += (
-        f", mean downstream {downstream[0]:.3f} / {downstream[1]:.3f} / {downstream[2]:.3f}"
-        if evaluated
-        else ", downstream pending"
-    )
-    losses_text = " / ".join(f"{loss:.2f}" for loss in losses.values())
-    rows = [
-        "| M1, pretrained start | MAE-LM (Fig. 1, 5) on all-MiniLM-L6-v2 continued: the MLM layout's (δ=1) real tokens "
-        "use fewer dimensions with [MASK] in the input; MAE-LM's (δ=0) use at least as many | top-layer rank_0.9, "
-        f"δ=1: {mlm['effective_rank'][-1]} clean / {mlm['effective_rank_with_mask'][-1]} with [MASK]; δ=0: "
-        f"{mae['effective_rank'][-1]} / {mae['effective_rank_with_mask'][-1]}; validation loss {losses_text} vs "
-        f"unigram {entropy:.2f} | {void or VERDICTS[m1_points]} |",
-        "| M2, pretrained start | MAE-LM (Fig. 4) on all-MiniLM-L6-v2 continued: the more [MASK] the encoder sees, "
-        f"the lower the real tokens' rank and the downstream score | {numbers} | "
-        f"{void or (VERDICTS[m2_points] if evaluated else 'pending')} |",
-    ]
-    kinds = KINDS
+    rows = pretrained_rows(models, table if evaluated else {}, losses, entropy)
     section = [
         "## M1, M2 from a pretrained start — all-MiniLM-L6-v2 continued as MAE-LM with δ = 0, 0.5, 1",
         "",
@@ -445,7 +418,7 @@ def m_pretrained(root: Path, figures: Path):
                 "rank clean (per layer)",
                 "rank with [MASK] (per layer)",
                 "self-similarity (per layer)",
-                *kinds,
+                *KINDS,
             ],
             [
                 [
@@ -453,8 +426,8 @@ def m_pretrained(root: Path, figures: Path):
                     f"{losses[label]:.3f}" if label in losses else "",
                     model["effective_rank"],
                     model["effective_rank_with_mask"],
-                    "[" + ", ".join(f"{value:.2f}" for value in model["self_similarity"]) + "]",
-                    *score_cells(table, f"mp_{label}", kinds),
+                    "[" + ", ".join(f"{v:.2f}" for v in model["self_similarity"]) + "]",
+                    *score_cells(table, f"mp_{label}", KINDS),
                 ]
                 for label, model in models.items()
             ],
@@ -470,6 +443,39 @@ def m_pretrained(root: Path, figures: Path):
         "",
     ]
     return "\n".join(rows), section
+
+
+def pretrained_rows(models: dict, table: dict, losses: dict[str, float], entropy: float) -> list[str]:
+    """M1's and M2's summary rows for the pretrained start: their rules, void unless every arm learned; `table` is
+    empty until the arms are fine-tuned."""
+    stuck = [
+        f"δ = {label.removeprefix('delta_')} ({loss:.2f})"
+        for label, loss in losses.items()
+        if loss > entropy - LEARNING_MARGIN
+    ]
+    void = f"void: {', '.join(stuck)} not {LEARNING_MARGIN} nats below the unigram entropy" if stuck else None
+    mlm, mae = models["delta_1.0"], models["delta_0.0"]
+    gap = mlm["effective_rank"][-1] - mlm["effective_rank_with_mask"][-1]
+    m1_points = (gap > 0) + (mae["effective_rank"][-1] >= mlm["effective_rank"][-1])
+    ranks = [models[label]["effective_rank"][-1] for label in DELTA_LABELS]
+    numbers = f"δ = 0 / 0.5 / 1: rank {ranks[0]} / {ranks[1]} / {ranks[2]}"
+    if table:
+        downstream = [downstream_mean(table, f"mp_{label}") for label in DELTA_LABELS]
+        numbers += f", mean downstream {downstream[0]:.3f} / {downstream[1]:.3f} / {downstream[2]:.3f}"
+        m2_verdict = VERDICTS[(ranks[0] >= ranks[1] >= ranks[2]) + (downstream[0] >= downstream[1] >= downstream[2])]
+    else:
+        numbers += ", downstream pending"
+        m2_verdict = "pending"
+    losses_text = " / ".join(f"{loss:.2f}" for loss in losses.values())
+    return [
+        "| M1, pretrained start | MAE-LM (Fig. 1, 5) on all-MiniLM-L6-v2 continued: the MLM layout's (δ=1) real tokens "
+        "use fewer dimensions with [MASK] in the input; MAE-LM's (δ=0) use at least as many | top-layer rank_0.9, "
+        f"δ=1: {mlm['effective_rank'][-1]} clean / {mlm['effective_rank_with_mask'][-1]} with [MASK]; δ=0: "
+        f"{mae['effective_rank'][-1]} / {mae['effective_rank_with_mask'][-1]}; validation loss (δ = 0 / 0.5 / 1) "
+        f"{losses_text} vs unigram {entropy:.2f} | {void or VERDICTS[m1_points]} |",
+        "| M2, pretrained start | MAE-LM (Fig. 4) on all-MiniLM-L6-v2 continued: the more [MASK] the encoder sees, "
+        f"the lower the real tokens' rank and the downstream score | {numbers} | {void or m2_verdict} |",
+    ]
 
 
 def minilm_tokenizer() -> str:
