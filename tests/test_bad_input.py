@@ -371,6 +371,9 @@ def test_foreign_transformers_checkpoints_are_sent_to_the_converters(tmp_path):
     message = r"'bert' model, not a TaCL training state .* start TaCL from an encoder checkpoint use TaclForPreTraining.from_encoder"
     with pytest.raises(ValueError, match=message):
         TaclForPreTraining.from_pretrained(tmp_path / "bert")
+    message = r"'bert' model, not an MAE-LM one .* start MAE-LM from that encoder with MaeLmForMaskedLM.from_encoder"
+    with pytest.raises(ValueError, match=message):
+        MaeLmForMaskedLM.from_pretrained(tmp_path / "bert")
 
 
 @pytest.mark.parametrize("family", sorted(TINY_CONFIGS))

@@ -4,9 +4,12 @@
 Each model folder must stay flat (it is copied next to the weights and loaded with `trust_remote_code` where
 hf_encoders is not installed), so it cannot import a common module. This file is therefore symlinked into each
 folder as `checkpoint_io.py`; `save_pretrained` copies its content into every checkpoint as a plain sibling file.
+It also holds `from_package`, through which a model class reaches the conversion and export tools that the package
+keeps out of the checkpoints.
 """
 
 import sys
+from importlib import import_module
 from pathlib import Path
 
 from transformers import PreTrainedConfig
@@ -122,3 +125,14 @@ def unreadable_weights_error(checkpoint, load_kwargs: dict, error: Exception) ->
         f"Cannot read {where} ({type(error).__name__}: {error}): the weights file is corrupt or truncated (an "
         "interrupted download or save, or not a safetensors file); re-download or re-save the checkpoint."
     )
+
+
+def from_package(module: str, function: str, purpose: str):
+    """A function of the hf-encoders package, which checkpoints do not carry: conversion and export are tools of
+    the package (transformers keeps such code in convert_*.py scripts), not part of the model."""
+    try:
+        return getattr(import_module(f"hf_encoders.{module}"), function)
+    except ModuleNotFoundError as error:
+        if (error.name or "").partition(".")[0] != "hf_encoders":  # the package is there, a dependency of it is not
+            raise
+        raise ImportError(f"{purpose} is a tool of the hf-encoders package: `pip install hf-encoders`.") from error

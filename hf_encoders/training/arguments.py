@@ -45,7 +45,8 @@ class PretrainArguments:
         default=None,
         metadata={
             "help": "A checkpoint to continue pre-training (run_mlm.py's meaning): the encoder TaCL continues "
-            "(required for tacl), or a checkpoint of the method's own model. Default: a new --model_size model."
+            "(required for tacl), a checkpoint of the method's own model, or for mae_lm also a BERT/RoBERTa/XLM-R "
+            "encoder to start from (its decoder new). Default: a new --model_size model."
         },
     )
     from_causal_lm: str | None = field(

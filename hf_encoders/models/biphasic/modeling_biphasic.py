@@ -15,8 +15,6 @@ This folder is flat on purpose: it is copied next to every checkpoint and must i
 transformers and its siblings (see hf_encoders/registration.py).
 """
 
-from importlib import import_module
-
 import torch
 from torch import nn
 from transformers import PreTrainedModel
@@ -39,7 +37,7 @@ from transformers.models.llama.modeling_llama import (
     eager_attention_forward,
 )
 
-from .checkpoint_io import CheckpointMixin
+from .checkpoint_io import CheckpointMixin, from_package
 from .configuration_biphasic import OBJECTIVES, BiphasicConfig
 from .loss_utils import (
     StandardLogitsOutsideTraining,
@@ -61,17 +59,6 @@ from .task_heads import QuestionAnsweringMixin, TokenClassificationMixin
 # else (GPT-2's absolute positions and LayerNorm, BERT, mixture-of-experts, Gemma's shifted norms, Qwen3's q/k norms)
 # has weights or maths this network lacks.
 CONVERTIBLE_CAUSAL_LMS = ("llama", "mistral", "qwen2")
-
-
-def from_package(module: str, function: str, purpose: str):
-    """A function of the hf-encoders package, which checkpoints do not carry: conversion and export are tools of
-    the package (transformers keeps such code in convert_*.py scripts), not part of the model."""
-    try:
-        return getattr(import_module(f"hf_encoders.{module}"), function)
-    except ModuleNotFoundError as error:
-        if (error.name or "").partition(".")[0] != "hf_encoders":  # the package is there, a dependency of it is not
-            raise
-        raise ImportError(f"{purpose} is a tool of the hf-encoders package: `pip install hf-encoders`.") from error
 
 
 class BiphasicPreTrainedModel(CheckpointMixin, LlamaPreTrainedModel):

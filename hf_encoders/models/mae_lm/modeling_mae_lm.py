@@ -28,7 +28,7 @@ from transformers.modeling_outputs import (
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 
-from .checkpoint_io import CheckpointMixin
+from .checkpoint_io import CheckpointMixin, from_package
 from .configuration_mae_lm import MaeLmConfig
 from .loss_utils import (
     StandardLogitsOutsideTraining,
@@ -40,6 +40,10 @@ from .packed_sequences import Unpadded, check_packed_positions, document_index, 
 from .task_heads import QuestionAnsweringMixin, TokenClassificationMixin
 
 logger = logging.get_logger(__name__)
+
+# The encoders whose hidden states an MAE-LM encoder reproduces exactly (hf_encoders.training.mae_lm_conversion
+# converts them): post-LN BERT layers with learned absolute positions.
+CONVERTIBLE_ENCODERS = ("bert", "roberta", "xlm-roberta")
 
 
 def relative_position_bucket(relative_position: torch.Tensor, num_buckets: int, max_distance: int) -> torch.Tensor:
@@ -224,6 +228,15 @@ class MaeLmPreTrainedModel(CheckpointMixin, PreTrainedModel):
 
     def _flex_attn_can_dispatch(self, is_init_check: bool = False) -> bool:
         raise ValueError(unsupported_attention("flex_attention"))
+
+    @classmethod
+    def foreign_checkpoint_fix(cls, model_type: str) -> str:
+        if model_type in CONVERTIBLE_ENCODERS:
+            return (
+                "start MAE-LM from that encoder with MaeLmForMaskedLM.from_encoder (or `hf-encoders pretrain --method "
+                "mae_lm --model_name_or_path`)"
+            )
+        return super().foreign_checkpoint_fix(model_type)
 
     @classmethod
     def misfit_fix(cls) -> str:
@@ -454,6 +467,14 @@ class MaeLmForMaskedLM(StandardLogitsOutsideTraining, MaeLmPreTrainedModel):
         self.decoder = MaeLmDecoder(config)
         self.lm_head = MaeLmLMHead(config)
         self.post_init()
+
+    @classmethod
+    def from_encoder(cls, model_or_path, mask_token_id: int | None = None, **mae_lm_options) -> "MaeLmForMaskedLM":
+        """MAE-LM whose encoder is a pretrained BERT, RoBERTa or XLM-R encoder (a loaded model, a folder or a Hub
+        name), computing its hidden states, with a fresh decoder and the source's MLM head where it has one; see
+        `hf_encoders.training.mae_lm_conversion.from_encoder` for `mae_lm_options`."""
+        convert = from_package("training.mae_lm_conversion", "from_encoder", "Conversion from an encoder")
+        return convert(cls, model_or_path, mask_token_id, **mae_lm_options)
 
     def get_input_embeddings(self):
         return self.mae_lm.embeddings.word_embeddings

@@ -1,8 +1,10 @@
-"""`hf-encoders pretrain --method mae_lm`: MAE-LM from scratch (or continued from an MAE-LM checkpoint)."""
+"""`hf-encoders pretrain --method mae_lm`: MAE-LM from scratch, continued from an MAE-LM checkpoint, or started from a
+pretrained BERT-family encoder (`--model_name_or_path`, dispatched on its model_type)."""
 
 from ...data.packing import pack_bert_style, tokenize_documents
+from ...models.checkpoint_io import checkpoint_model_type
 from ...models.mae_lm import MaeLmConfig, MaeLmForMaskedLM
-from ..model_sizes import sized_config_kwargs
+from ..model_sizes import parse_config_overrides, sized_config_kwargs
 from .base import Recipe
 
 # base is the paper's (Table 3); the decoder is 1/3 of the encoder's depth as in the paper's base setting.
@@ -43,7 +45,7 @@ class MaeLmRecipe(Recipe):
 
     def build_model(self, args, tokenizer):
         if args.model_name_or_path:
-            return MaeLmForMaskedLM.from_pretrained(args.model_name_or_path)
+            return self.continued_model(args, tokenizer)
         settings = dict(
             vocab_size=len(tokenizer),
             pad_token_id=tokenizer.pad_token_id,
@@ -52,3 +54,19 @@ class MaeLmRecipe(Recipe):
         )
         config = MaeLmConfig(**{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides)})
         return MaeLmForMaskedLM(config)
+
+    @staticmethod
+    def continued_model(args, tokenizer) -> MaeLmForMaskedLM:
+        """An MAE-LM checkpoint as it is; any other encoder converted by `MaeLmForMaskedLM.from_encoder`, with a new
+        decoder whose shape (and δ, the relative-bias buckets) `--config_overrides` may set."""
+        path = args.model_name_or_path
+        if checkpoint_model_type(path, {}) == MaeLmConfig.model_type:
+            return MaeLmForMaskedLM.from_pretrained(path)
+        overrides = parse_config_overrides(args.config_overrides)
+        model = MaeLmForMaskedLM.from_encoder(path, mask_token_id=tokenizer.mask_token_id, **overrides)
+        if len(tokenizer) > model.config.vocab_size:
+            raise ValueError(
+                f"The tokenizer has {len(tokenizer)} tokens but the encoder {path} only {model.config.vocab_size} "
+                f"embeddings; use the encoder's own tokenizer (--tokenizer_name {path})."
+            )
+        return model

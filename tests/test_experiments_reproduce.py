@@ -1,0 +1,187 @@
+"""experiments/reproduce.py outlives a session: an arm cut short resumes from its last complete checkpoint, a finished
+one is skipped, and every step's wall time is recorded with the load beside it (experiments/wall_time.py). The
+`hf-encoders` commands are replaced by a stand-in that writes what the real one would."""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+# The experiments are scripts, not a package: their folder goes on the path, as `python experiments/...` puts it.
+sys.path.insert(0, str(Path(__file__).parents[1] / "experiments"))
+import report
+import reproduce
+import wall_time
+
+
+class FakeCommands:
+    """Stands in for `subprocess.run` of `hf-encoders pretrain`: each call does what the next entry of `outcomes`
+    says ("preempted": a complete checkpoint-4 and no final model, "partial": a checkpoint-8 cut off while being
+    written, "finished": the final log_history.json), and remembers its arguments."""
+
+    def __init__(self, outcomes: list[str]):
+        self.outcomes, self.calls = list(outcomes), []
+
+    def __call__(self, command, check, env):
+        arguments = command[command.index("hf_encoders.cli") + 1 :]
+        self.calls.append(arguments)
+        output = Path(arguments[arguments.index("--output_dir") + 1])
+        outcome = self.outcomes.pop(0)
+        if outcome == "preempted":
+            (output / "checkpoint-4").mkdir(parents=True)
+            (output / "checkpoint-4" / "trainer_state.json").write_text("{}")
+        elif outcome == "partial":
+            (output / "checkpoint-8").mkdir(parents=True)
+        else:
+            (output / "log_history.json").write_text("[]")
+        return subprocess.CompletedProcess(command, 0)
+
+
+@pytest.fixture
+def runner(tmp_path):
+    settings = argparse.Namespace(output_dir=tmp_path, seed=0)
+    runner = reproduce.Runner(settings)
+    runner.experiment = "M"
+    return runner
+
+
+def pretrain(runner):
+    return runner.pretrain("arm", "--method", "mae_lm", steps=40)
+
+
+def test_an_interrupted_arm_resumes_from_its_last_complete_checkpoint(runner, monkeypatch):
+    commands = FakeCommands(["partial", "preempted", "finished"])
+    monkeypatch.setattr(reproduce.subprocess, "run", commands)
+    for _ in range(2):  # two sessions end without a final model: the script stops and says how to go on
+        with pytest.raises(SystemExit, match="stopped before it finished; run the same command again to resume"):
+            pretrain(runner)
+    assert pretrain(runner) == runner.root / "pretrain" / "arm"
+    first, second, third = commands.calls
+    assert first[first.index("--save_strategy") + 1] == "steps" and first[first.index("--save_steps") + 1] == "4"
+    # Only a checkpoint Trainer finished writing is resumed from; the partial checkpoint-8 is not one.
+    assert "--resume_from_checkpoint" not in first and "--resume_from_checkpoint" not in second
+    assert third[-2:] == ["--resume_from_checkpoint", "true"]
+    pretrain(runner)  # finished: skipped, nothing runs
+    assert len(commands.calls) == 3
+    # One record for the step, adding up its three sessions.
+    timings = json.loads((runner.root / "timings.json").read_text())
+    assert list(timings) == ["pretrain/arm"]
+    assert timings["pretrain/arm"]["experiment"] == "M" and timings["pretrain/arm"]["sessions"] == 3
+
+
+def test_sessions_add_up_with_the_load_weighted_by_time():
+    first = wall_time.Measurement(seconds=100, cpu_seconds=90, load_average=1.0, other_processes=0)
+    later = wall_time.Measurement(seconds=300, cpu_seconds=290, load_average=3.0, other_processes=2)
+    total = later.after(first.as_dict())
+    assert (total.seconds, total.cpu_seconds, total.sessions, total.other_processes) == (400, 380, 2, 2)
+    assert total.load_average == pytest.approx((100 * 1.0 + 300 * 3.0) / 400)
+
+
+@pytest.mark.parametrize(
+    "load_average,other_processes,alone",
+    [(1.3, 0, True), (1.6, 0, False), (1.0, 1, False)],
+)
+def test_a_step_ran_alone_when_others_added_under_half_a_core(load_average, other_processes, alone):
+    # One core kept busy (CPU seconds = wall seconds): the load beyond 1 is the others'.
+    measurement = wall_time.Measurement(
+        seconds=60, cpu_seconds=60, load_average=load_average, other_processes=other_processes
+    )
+    assert measurement.others_load == pytest.approx(max(0.0, load_average - 1.0))
+    assert measurement.alone is alone
+
+
+def test_busy_processes_are_those_beside_the_run_that_used_a_fifth_of_a_core(monkeypatch):
+    """Between two samples 10 s apart: a process that used 5 CPU seconds counts, one that used 1 does not, and this
+    process (the run itself) never does."""
+    seconds = iter([0.0, 0.0, 10.0])  # created (and first sample) at 0 s, second sample at 10 s
+    monkeypatch.setattr(wall_time.time, "monotonic", lambda: next(seconds))
+    used = {"first": {11: 0.0, 12: 0.0, os.getpid(): 0.0}, "second": {11: 5.0, 12: 1.0, os.getpid(): 10.0}}
+    sample = iter(["first", "second"])
+
+    def processes(attributes):
+        cpu = used[next(sample)]
+        return [
+            SimpleNamespace(info={"pid": pid, "cpu_times": SimpleNamespace(user=t, system=0.0)})
+            for pid, t in cpu.items()
+        ]
+
+    monkeypatch.setattr(wall_time.psutil, "process_iter", processes)
+    assert wall_time.OtherProcesses().busy() == 1
+
+
+def test_measuring_counts_the_cpu_time_of_a_finished_child():
+    busy = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    with wall_time.measuring(interval=0.05) as measurement:
+        subprocess.run([sys.executable, "-c", busy], check=True)
+    assert measurement.cpu_seconds >= 0.3 and measurement.seconds >= measurement.cpu_seconds / 2
+    assert measurement.loads and measurement.load_average >= 0
+
+
+def test_the_report_tables_every_step_and_older_totals():
+    timings = {
+        "T1": 600,  # an experiment's total, as timings.json held it before per-step records
+        "pretrain/m_delta_0.0": {
+            "experiment": "M", "seconds": 120, "cpu_seconds": 120, "load_average": 2.5, "other_processes": 1,
+            "sessions": 2,
+        },
+    }  # fmt: skip
+    lines = report.wall_time_lines(timings)
+    assert "| T1 | T1 | 10.0 |  |  |  | not recorded |" in lines
+    assert "| M | pretrain/m_delta_0.0 | 2.0 | 2.0 | 1.50 | 1 | shared, 2 sessions |" in lines
+
+
+def fake_mp_runs(root: Path, losses: dict[str, float]) -> None:
+    """What M-pretrained leaves for the report besides the corpus: the analysis and each arm's log (no fine-tuning
+    yet). Ranks fall with δ and the δ = 1 arm loses rank when [MASK] enters: both rules' rank points hold."""
+    ranks = {"minilm": ([50, 60], [50, 55]), "delta_0.0": ([40, 70], [40, 70]), "delta_0.5": ([40, 65], [40, 60])}
+    ranks["delta_1.0"] = ([40, 60], [40, 45])
+    models = [
+        {"model": label, "effective_rank": clean, "effective_rank_with_mask": masked, "self_similarity": [0.3, 0.4]}
+        for label, (clean, masked) in ranks.items()
+    ]
+    (root / "analysis" / "mp").mkdir(parents=True)
+    (root / "analysis" / "mp" / "report.json").write_text(json.dumps({"models": models}))
+    for label, loss in losses.items():
+        (root / "pretrain" / f"mp_{label}").mkdir(parents=True)
+        history = [{"loss": 9.0, "step": 10}, {"eval_loss": loss, "step": 20}]
+        (root / "pretrain" / f"mp_{label}" / "log_history.json").write_text(json.dumps(history))
+
+
+@pytest.mark.parametrize("stuck_loss", [None, 0.3])
+def test_pretrained_mae_lm_verdicts_count_only_arms_below_the_unigram_entropy(tmp_path, stuck_loss):
+    root = tmp_path / "runs"
+    root.mkdir()
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"text": "the json module " * n}) + "\n" for n in (3, 5)))
+    entropy = report.unigram_entropy(root, report.minilm_tokenizer())
+    losses = {"delta_0.0": 0.5, "delta_0.5": 0.5, "delta_1.0": 0.5}
+    if stuck_loss is not None:  # δ = 0.5 ends 0.3 nats below the entropy: not learning enough to compare
+        losses["delta_0.5"] = entropy - stuck_loss
+    fake_mp_runs(root, losses)
+    (tmp_path / "figures").mkdir()
+    rows, section = report.m_pretrained(root, tmp_path / "figures")
+    m1_row, m2_row = rows.splitlines()
+    if stuck_loss is None:
+        assert m1_row.endswith("| reproduced |") and m2_row.endswith("| pending |")
+        assert "rank 70 / 65 / 60, downstream pending" in m2_row
+        # Fine-tuned: scores fall with δ on every task, so both of M2's points hold.
+        cells = [
+            {"model": str(root / "pretrain" / f"mp_{label}"), "task": f"{kind}:folder", "mean": score, "std": 0.01}
+            for label, score in (("delta_0.0", 0.7), ("delta_0.5", 0.6), ("delta_1.0", 0.5))
+            for kind in report.KINDS
+        ]
+        (root / "evaluate" / "mp").mkdir(parents=True)
+        (root / "evaluate" / "mp" / "results.json").write_text(json.dumps({"cells": cells}))
+        rows, section = report.m_pretrained(root, tmp_path / "figures")
+        assert rows.splitlines()[1].endswith("mean downstream 0.700 / 0.600 / 0.500 | reproduced |")
+        assert any(line.startswith("| delta_0.0 | 0.500 |") and line.endswith("| 0.7 ± 0.01 |") for line in section)
+    else:
+        void = f"| void: δ = 0.5 ({entropy - stuck_loss:.2f}) not 0.5 nats below the unigram entropy |"
+        assert m1_row.endswith(void) and m2_row.endswith(void)
+    assert any(line.startswith("| minilm |  | [50, 60] | [50, 55] |") for line in section)
+    assert any("20 / 20 / 20 steps (δ = 0 / 0.5 / 1)" in line for line in section)
+    assert (tmp_path / "figures" / "mp_delta_sweep.png").exists()
