@@ -1,5 +1,6 @@
 """Long context: MAE-LM's relative bias without an L x L tensor (query blocks under sdpa, a score_mod under
-flex_attention), each path against today's dense bias with eager attention."""
+flex_attention), each path against today's dense bias with eager attention; TaCL's contrast in chunks of anchors
+against the whole contrast."""
 
 import copy
 
@@ -9,6 +10,8 @@ import torch.nn.attention.flex_attention as torch_flex
 
 from hf_encoders import MaeLmForMaskedLM, MaeLmModel
 from hf_encoders.models.mae_lm import relative_attention
+from hf_encoders.models.tacl import modeling_tacl
+from hf_encoders.models.tacl.modeling_tacl import token_contrastive_loss
 from tests.tiny_models import MASK_TOKEN_ID, tiny_mae_lm_config
 
 # Dropout off (flex_attention has none); δ = 0.3 keeps some [MASK]s in the encoder, drawn from the seed.
@@ -132,3 +135,49 @@ def test_flex_attention_on_a_torch_without_it_names_the_version_needed(monkeypat
     model = MaeLmForMaskedLM(tiny_mae_lm_config())
     with pytest.raises(ValueError, match=r"needs torch >= 2\.6 .*this is torch .*use 'sdpa'"):
         model.set_attn_implementation("flex_attention")
+
+
+def contrast_inputs(hidden: int = 16):
+    generator = torch.Generator().manual_seed(0)
+    student = torch.randn(3, 50, hidden, generator=generator, requires_grad=True)
+    teacher = torch.randn(3, 50, hidden, generator=generator)
+    anchors = torch.rand(3, 50, generator=generator) < 0.2
+    key_mask = torch.ones(3, 50, dtype=torch.bool)
+    key_mask[2, 35:] = False
+    anchors &= key_mask
+    return student, teacher, anchors, key_mask
+
+
+@pytest.mark.parametrize("with_key_mask", [False, True])
+def test_tacl_contrast_in_chunks_of_anchors_equals_the_whole_contrast(with_key_mask, monkeypatch):
+    """Chunks of 4 anchor slots per row (several chunks, rows with fewer anchors than others): the same loss and
+    student gradient as the (anchors, length) scores at once, with and without padding in the denominator."""
+    student, teacher, anchors, key_mask = contrast_inputs()
+    key_mask = key_mask if with_key_mask else None
+    whole = token_contrastive_loss(student, teacher, anchors, 0.05, key_mask)
+    (whole_gradient,) = torch.autograd.grad(whole, student)
+    monkeypatch.setattr(modeling_tacl, "CONTRAST_CHUNK_SCORES", 4 * 3 * 50)
+    chunked = token_contrastive_loss(student, teacher, anchors, 0.05, key_mask)
+    (chunked_gradient,) = torch.autograd.grad(chunked, student)
+    assert anchors.sum(-1).max() > 8  # three chunks or more
+    torch.testing.assert_close(chunked, whole)
+    torch.testing.assert_close(chunked_gradient, whole_gradient)
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_tacl_contrast_in_chunks_keeps_no_scores_for_backward(chunked, monkeypatch):
+    """States 4 wide, so that the (anchors, length) scores outsize them: only the whole contrast keeps those."""
+    student, teacher, anchors, key_mask = contrast_inputs(hidden=4)
+    if chunked:
+        monkeypatch.setattr(modeling_tacl, "CONTRAST_CHUNK_SCORES", 4 * 3 * 50)
+    largest = [0]
+
+    def pack(tensor):
+        largest[0] = max(largest[0], tensor.numel())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        token_contrastive_loss(student, teacher, anchors, 0.05, key_mask)
+    scores = int(anchors.sum()) * anchors.shape[1]
+    assert scores > student.numel()
+    assert (largest[0] <= student.numel()) == chunked, largest[0]
