@@ -299,7 +299,8 @@ class MaeLmModel(MaeLmPreTrainedModel):
         )
         distance_bias = self.relative_attention_bias(buckets).T
         key_padding = None if attention_mask is None else ~attention_mask.bool()
-        return RelativeBias(distance_bias, position_ids, key_padding, documents), function
+        saturation = self.config.relative_attention_max_distance
+        return RelativeBias(distance_bias, position_ids, key_padding, documents, saturation), function
 
     def forward(
         self,

@@ -55,12 +55,15 @@ class RelativeBias:
     positions: (rows or 1, L) position ids, compacted ones included.
     key_padding: (rows, L) bool, True at padded keys; None without padding.
     documents: (rows, L) document index of each position (packed rows); None for one document per row.
+    saturation: a distance from which every bucket is the last of its direction (`relative_attention_max_distance`);
+        query blocks gather the bias only for keys nearer than that (see `block_bias`).
     """
 
     distance_bias: torch.Tensor | None
     positions: torch.Tensor
     key_padding: torch.Tensor | None
     documents: torch.Tensor | None
+    saturation: int | None = None
     _block_mask: object = field(default=None, init=False, repr=False)
 
     @property
@@ -101,9 +104,27 @@ class RelativeBias:
 
     def block_bias(self, queries: slice, dtype: torch.dtype) -> torch.Tensor:
         """(rows, heads, block, L) additive mask for one block of queries, as `MaeLmModel.attention_bias` builds it
-        for all of them."""
-        distance = self.positions[:, None, :] - self.positions[:, queries, None] + self.offset
-        bias = self.distance_bias[:, distance].transpose(0, 1).to(dtype)
+        for all of them.
+
+        Only keys within `saturation` indices of the block are gathered by distance: positions rise by at least one
+        per index inside a document (compacted ones too), so a key farther away in index is at least that far in
+        position, where its bucket is the last of its direction; keys of other documents and padding are blocked
+        anyway. The rest of the row is that last bucket's bias, on each side, which is cheaper to fill and to
+        back-propagate (a sum) than a gather."""
+        length = self.positions.shape[-1]
+        near = slice(max(0, queries.start - self.saturation), min(length, queries.stop + self.saturation))
+        distance = self.positions[:, None, near] - self.positions[:, queries, None] + self.offset
+        bias = self.distance_bias[:, distance].transpose(0, 1)
+        rows, heads, block, _ = bias.shape
+        farthest_before, farthest_after = self.distance_bias[:, 0], self.distance_bias[:, -1]
+        bias = torch.cat(
+            [
+                farthest_before[None, :, None, None].expand(rows, heads, block, near.start),
+                bias,
+                farthest_after[None, :, None, None].expand(rows, heads, block, length - near.stop),
+            ],
+            dim=-1,
+        ).to(dtype)
         blocked = self.blocked(queries)
         # masked_fill (not +) so a row whose keys are all blocked stays finite, as in the dense path.
         return bias if blocked is None else bias.masked_fill(blocked, torch.finfo(dtype).min)
@@ -130,7 +151,7 @@ def query_blocks_attention(
             block_query, key, value, attn_mask=bias, dropout_p=dropout, scale=scaling
         )
 
-    fields = (attention_mask.positions, attention_mask.key_padding, attention_mask.documents)
+    fields = (attention_mask.positions, attention_mask.key_padding, attention_mask.documents, attention_mask.saturation)
     length = query.shape[-2]
     outputs = []
     for start in range(0, length, block_size):
