@@ -1,6 +1,6 @@
 """Training features every family supports through Transformers' own switches: activation checkpointing
-(`GradientCheckpointingLayer`), the attention implementations (eager, sdpa; flex for biphasic, as Llama), and
-the frozen TaCL teacher's memory."""
+(`GradientCheckpointingLayer`), the attention implementations (eager, sdpa; flex for biphasic, as Llama, and for
+MAE-LM in tests/test_long_context.py), and the frozen TaCL teacher's memory."""
 
 import pytest
 import torch

@@ -216,8 +216,7 @@ class MaeLmModel(MaeLmPreTrainedModel):
     Which attention adds the bias (see relative_attention.py): 'flex_attention' always uses its kernel; 'sdpa' gives
     sequences longer than `dense_bias_max_length` sdpa over blocks of `query_block_size` queries, whose memory grows
     linearly with the length; shorter ones, and 'eager' at every length, get the whole bias as one mask, which is
-    faster where it fits: on CPU (2 layers x 256, 8,192 tokens a step) query blocks took 1.1x its time at 512 tokens,
-    1.3-1.4x at 1,024 and 1.6-1.9x at 2,048, where the dense bias already held 0.5 GiB with its gradient.
+    faster where it fits (bench/README.md, "Long context").
     """
 
     dense_bias_max_length = 1024
