@@ -185,6 +185,8 @@ def comparisons(settings) -> list[Comparison]:
         num_attention_heads=settings.hidden // 64,
         intermediate_size=4 * settings.hidden,
     )
+    if getattr(settings, "attn_implementation", "sdpa") == "flex_attention":
+        encoder["attention_probs_dropout_prob"] = 0.0  # FlexAttention has no dropout (BERT-style configs: 0.1)
     bert = BertConfig(
         vocab_size=bert_vocab, pad_token_id=PAD_ID, max_position_embeddings=max(512, settings.length), **encoder
     )
@@ -317,6 +319,10 @@ def encoder(model: torch.nn.Module) -> torch.nn.Module:
 class TimedStep:
     def __init__(self, model: torch.nn.Module, batch: dict, settings):
         self.model = model.to(settings.device).train()
+        implementation = getattr(settings, "attn_implementation", "sdpa")
+        if implementation != "sdpa":
+            self.model.set_attn_implementation(implementation)
+        self.forward = torch.compile(self.model) if getattr(settings, "compile", False) else self.model
         self.batch = {k: v.to(settings.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         # Fused, as Trainer's default optimizer (`adamw_torch_fused` from torch 2.8).
@@ -337,7 +343,7 @@ class TimedStep:
 
     def loss(self) -> torch.Tensor:
         with torch.autocast(self.device, dtype=self.dtype, enabled=self.dtype != torch.float32):
-            return self.model(**self.batch).loss
+            return self.forward(**self.batch).loss
 
     def saved_for_backward_mib(self) -> tuple[float, float]:
         """Memory autograd holds for backward after one forward (activations, each storage counted once; the
@@ -440,6 +446,8 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--only", help="run only comparisons whose name contains this text")
+    parser.add_argument("--attn_implementation", default="sdpa", help="for ours and the anchors: sdpa, flex_attention")
+    parser.add_argument("--compile", action="store_true", help="torch.compile every model (warm-up steps compile)")
     parser.add_argument(
         "--methods",
         default=",".join(name for name in FAMILIES if name != "mlm"),
@@ -453,7 +461,7 @@ def main() -> None:
     peak = gemm_peak_flops(settings)
     print(
         f"{settings.layers} layers x {settings.hidden}, batch {settings.batch} x {settings.length}, {settings.device}, "
-        f"{settings.dtype}, torch threads {torch.get_num_threads()}, median of {settings.repeats}; "
+        f"{settings.dtype}, {settings.attn_implementation}{', compiled' if settings.compile else ''}, torch threads {torch.get_num_threads()}, median of {settings.repeats}; "
         f"measured GEMM peak {peak / 1e9:,.1f} GFLOP/s"
     )
 

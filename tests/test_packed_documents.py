@@ -70,15 +70,33 @@ def per_token_output(output) -> torch.Tensor:
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 @pytest.mark.parametrize(("model_class", "config", "options"), ENCODERS)
 def test_a_packed_document_gets_the_outputs_it_gets_alone(model_class, config, options, attention):
+    assert_packed_equals_alone(model_class, config, options, attention)
+
+
+@pytest.mark.parametrize(("model_class", "config", "options"), [e for e in ENCODERS if e[1] is tiny_mae_lm_config])
+def test_a_packed_document_gets_the_outputs_it_gets_alone_under_mae_lms_flex_attention(model_class, config, options):
+    """MAE-LM's own flex path (a BlockMask of documents, the bias as a score_mod), eagerly on CPU."""
+    assert_packed_equals_alone(model_class, config, options, "flex_attention")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("options", [{"objective": "mlm"}, {"objective": "clm"}])
+def test_a_packed_document_gets_the_outputs_it_gets_alone_under_biphasic_flex_attention(options):
+    """Llama's flex integration with the documents' BlockMask, in both objectives (compiled by inductor on CPU)."""
+    assert_packed_equals_alone(BiphasicEncoderForPreTraining, tiny_biphasic_config, options, "flex_attention")
+
+
+def assert_packed_equals_alone(model_class, config, options, attention):
     torch.manual_seed(0)
     model = model_class(config(attn_implementation=attention)).eval()
     docs = documents()
-    together = per_token_output(model(**packed(docs), **options))[0]
-    alone = torch.cat([per_token_output(model(input_ids=doc[None], **options))[0] for doc in docs])
+    with torch.no_grad():  # flex_attention has no backward on CPU
+        together = per_token_output(model(**packed(docs), **options))[0]
+        alone = torch.cat([per_token_output(model(input_ids=doc[None], **options))[0] for doc in docs])
     torch.testing.assert_close(together, alone, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("attention", ["sdpa", "eager", "flex_attention"])
 def test_packed_rows_with_padding_and_several_rows(attention):
     """Two packed rows, the second right-padded: each document still equals itself alone."""
     model = MaeLmModel(tiny_mae_lm_config(attn_implementation=attention)).eval()
@@ -101,9 +119,10 @@ def test_packed_rows_with_padding_and_several_rows(attention):
         "position_ids": padded("position_ids"),
         "attention_mask": padded("input_ids", fill=1),
     }
-    states = model(**batch).last_hidden_state
+    with torch.no_grad():  # flex_attention has no backward on CPU
+        states = model(**batch).last_hidden_state
+        alone = torch.cat([model(input_ids=doc[None]).last_hidden_state[0] for doc in docs])
     real = states[batch["attention_mask"].bool()]
-    alone = torch.cat([model(input_ids=doc[None]).last_hidden_state[0] for doc in docs])
     torch.testing.assert_close(real, alone, rtol=1e-5, atol=1e-5)
 
 

@@ -37,6 +37,12 @@ from .loss_utils import (
     labelled_rows_loss,
 )
 from .packed_sequences import Unpadded, check_packed_positions, document_index, worth_unpadding
+from .relative_attention import (
+    RelativeBias,
+    flex_attention_unavailable,
+    flex_relative_attention,
+    query_blocks_attention,
+)
 from .task_heads import QuestionAnsweringMixin, TokenClassificationMixin
 
 logger = logging.get_logger(__name__)
@@ -67,9 +73,8 @@ def relative_position_bucket(relative_position: torch.Tensor, num_buckets: int, 
 def unsupported_attention(implementation: str) -> str:
     return (
         f"MAE-LM cannot run with attn_implementation={implementation!r}: every encoder layer adds a learned relative "
-        "position bias, one per head, to the attention scores, which flash attention cannot take and transformers' "
-        "flex_attention integration shares across heads. Use 'sdpa' (the default; its kernels take the bias) "
-        "or 'eager'."
+        "position bias, one per head, to the attention scores, which flash attention cannot take. Use 'sdpa' (the "
+        "default; its kernels take the bias), 'flex_attention' (the bias as a score_mod) or 'eager'."
     )
 
 
@@ -108,17 +113,19 @@ class MaeLmAttention(nn.Module):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None,
+        attention_mask: torch.Tensor | RelativeBias | None,
         unpadded: Unpadded | None = None,
+        attention_function: Callable | None = None,
         **kwargs,
     ):
         """`unpadded`: `hidden_states` holds a padded batch's real tokens only, (1, tokens, hidden); attention runs
-        on the padded layout, which `attention_mask` describes."""
+        on the padded layout, which `attention_mask` describes. `attention_function`: one of relative_attention.py's,
+        with a `RelativeBias` as `attention_mask`, in place of the configured implementation."""
         shape = (*hidden_states.shape[:-1], -1, self.head_dim)
         query, key, value = (
             proj(hidden_states).view(shape).transpose(1, 2) for proj in (self.q_proj, self.k_proj, self.v_proj)
         )
-        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+        attention_interface: Callable = attention_function or ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward
         )
         if unpadded is not None:
@@ -185,11 +192,11 @@ class MaeLmPreTrainedModel(CheckpointMixin, PreTrainedModel):
     base_model_prefix = "mae_lm"
     supports_gradient_checkpointing = True
     _no_split_modules = ["MaeLmLayer"]
-    # The relative position bias is a per-head additive float mask: flash attention cannot take one, and
-    # transformers' flex_attention integration adds head 0's mask to every head.
+    # The relative position bias is a per-head additive float mask: flash attention cannot take one. flex_attention
+    # runs through relative_attention.py (transformers' integration would add head 0's mask to every head).
     _supports_sdpa = True
     _supports_flash_attn = False
-    _supports_flex_attn = False
+    _supports_flex_attn = True
     _supports_attention_backend = False
     # Fine-tuning drops the pre-training decoder and LM head: the only weights a task model may leave unread.
     _keys_to_ignore_on_load_unexpected = [r"^decoder\.", r"^lm_head\."]
@@ -227,7 +234,10 @@ class MaeLmPreTrainedModel(CheckpointMixin, PreTrainedModel):
         raise ValueError(unsupported_attention(f"flash_attention_{flash_attn_version}"))
 
     def _flex_attn_can_dispatch(self, is_init_check: bool = False) -> bool:
-        raise ValueError(unsupported_attention("flex_attention"))
+        unavailable = flex_attention_unavailable()
+        if unavailable:
+            raise ValueError(unavailable)
+        return True
 
     @classmethod
     def foreign_checkpoint_fix(cls, model_type: str) -> str:
@@ -248,7 +258,16 @@ class MaeLmPreTrainedModel(CheckpointMixin, PreTrainedModel):
 
 class MaeLmModel(MaeLmPreTrainedModel):
     """The MAE-LM encoder: post-LN layers sharing ONE bucketed relative position bias, computed once per forward
-    from `position_ids` (so a compacted input keeps its original distances)."""
+    from `position_ids` (so a compacted input keeps its original distances).
+
+    Which attention adds the bias (see relative_attention.py): 'flex_attention' always uses its kernel; 'sdpa' gives
+    sequences longer than `dense_bias_max_length` sdpa over blocks of `query_block_size` queries, whose memory grows
+    linearly with the length; shorter ones, and 'eager' at every length, get the whole bias as one mask, which is
+    faster where it fits (bench/README.md, "Long context").
+    """
+
+    dense_bias_max_length = 1024
+    query_block_size = 512
 
     # Read from a fine-tuned checkpoint (pipeline("feature-extraction"), sentence-transformers), the encoder also
     # leaves the task heads unread.
@@ -309,6 +328,34 @@ class MaeLmModel(MaeLmPreTrainedModel):
         # masked_fill (not +) so a row whose keys are all padding stays finite instead of overflowing to -inf.
         return bias.masked_fill(blocked, torch.finfo(dtype).min)
 
+    def relative_attention(
+        self,
+        position_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        dtype: torch.dtype,
+        documents: torch.Tensor | None,
+    ) -> tuple[torch.Tensor | RelativeBias, Callable | None]:
+        """(mask, attention function) for every layer: the dense bias of `attention_bias` and the configured
+        implementation, or a `RelativeBias` and the function of relative_attention.py that adds it (see the class)."""
+        implementation = self.config._attn_implementation
+        length = position_ids.shape[-1]
+        if implementation == "flex_attention":
+            function = flex_relative_attention
+        elif implementation == "sdpa" and length > self.dense_bias_max_length:
+            function = partial(query_blocks_attention, block_size=self.query_block_size)
+        else:
+            return self.attention_bias(position_ids, attention_mask, dtype, documents), None
+        positions = torch.arange(-(self.config.max_position_embeddings - 1), self.config.max_position_embeddings)
+        buckets = relative_position_bucket(
+            positions.to(position_ids.device),
+            self.config.relative_attention_num_buckets,
+            self.config.relative_attention_max_distance,
+        )
+        distance_bias = self.relative_attention_bias(buckets).T
+        key_padding = None if attention_mask is None else ~attention_mask.bool()
+        saturation = self.config.relative_attention_max_distance
+        return RelativeBias(distance_bias, position_ids, key_padding, documents, saturation), function
+
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -345,7 +392,9 @@ class MaeLmModel(MaeLmPreTrainedModel):
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
 
         hidden_states = self.embeddings(input_ids, position_ids, inputs_embeds)
-        mask = self.attention_bias(position_ids, attention_mask, hidden_states.dtype, document_ids)
+        mask, attention_function = self.relative_attention(
+            position_ids, attention_mask, hidden_states.dtype, document_ids
+        )
         # Padding costs the linear layers nothing: they see the real tokens only (see Unpadded). Not in MAE-LM's
         # compacted input (which has `document_ids`): it pads only up to its longest row.
         unpadded = Unpadded(attention_mask) if unpad else None
@@ -353,7 +402,9 @@ class MaeLmModel(MaeLmPreTrainedModel):
             hidden_states = unpadded.unpad(hidden_states)[None]
         all_hidden_states, all_attentions = [hidden_states], []
         for layer in self.layers:
-            hidden_states, weights = layer(hidden_states, mask, unpadded=unpadded, **kwargs)
+            hidden_states, weights = layer(
+                hidden_states, mask, unpadded=unpadded, attention_function=attention_function, **kwargs
+            )
             all_hidden_states.append(hidden_states)
             all_attentions.append(weights)
         if unpadded is not None:
@@ -400,14 +451,20 @@ class MaeLmDecoder(nn.Module):
         # A row that is all padding would make SDPA's boolean mask empty (NaN); it is never scored, so let it
         # attend to everything rather than to nothing.
         attention_mask = attention_mask.masked_fill(~attention_mask.bool().any(-1, keepdim=True), 1)
-        mask = create_bidirectional_mask(
-            config=self.config,
-            inputs_embeds=hidden_states,
-            attention_mask=attention_mask,
-            and_mask_function=None if document_ids is None else packed_sequence_mask_function(document_ids),
-        )
+        attention_function = None
+        if self.config._attn_implementation == "flex_attention":
+            # The encoder's flex function without a bias: eager on CPU, where transformers' would compile.
+            mask = RelativeBias(None, position_ids, ~attention_mask.bool(), document_ids)
+            attention_function = flex_relative_attention
+        else:
+            mask = create_bidirectional_mask(
+                config=self.config,
+                inputs_embeds=hidden_states,
+                attention_mask=attention_mask,
+                and_mask_function=None if document_ids is None else packed_sequence_mask_function(document_ids),
+            )
         for layer in self.layers:
-            hidden_states, _ = layer(hidden_states, mask)
+            hidden_states, _ = layer(hidden_states, mask, attention_function=attention_function)
         return hidden_states
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.utils.checkpoint
 from torch import nn
 from transformers import (
     AutoConfig,
@@ -31,6 +32,9 @@ from .configuration_tacl import TaclConfig
 from .loss_utils import StandardLogitsOutsideTraining, check_labels_shape, labelled_rows_loss
 
 logger = logging.get_logger(__name__)
+
+# Above this many (anchor, position) scores a batch's contrast runs in chunks of anchors (16 MiB of fp32 scores).
+CONTRAST_CHUNK_SCORES = 1 << 22
 
 
 def token_contrastive_loss(
@@ -50,9 +54,14 @@ def token_contrastive_loss(
     ~0.004 (0.4 in the logits), so the similar states TaCL works on would be scored mostly by rounding noise.
     A batch without anchors gives 0. `anchor_count` (the number of anchors) spares the host a wait for the device
     when the caller has read it already; the anchors are gathered without a data-dependent shape otherwise.
+
+    The (anchors, length) scores grow with the square of the length; past `CONTRAST_CHUNK_SCORES` of them (long
+    sequences) `chunked_contrastive_loss` computes the same sum in chunks, keeping only its inputs for backward.
     """
     if anchor_count is None:
         anchor_count = int(anchors.sum())
+    if anchor_count * anchors.shape[1] > CONTRAST_CHUNK_SCORES:
+        return chunked_contrastive_loss(student_states, teacher_states, anchors, temperature, key_mask) / anchor_count
     # A stable sort on "not an anchor" lists the anchors first, in row-major order.
     flat = torch.argsort(~anchors.flatten(), stable=True)[:anchor_count]
     batch_index, position = flat // anchors.shape[1], flat % anchors.shape[1]
@@ -71,6 +80,56 @@ def token_contrastive_loss(
     if key_mask is not None:
         scores = scores.masked_fill(~key_mask[batch_index], float("-inf"))
     return nn.functional.cross_entropy(scores, position, reduction="sum") / max(anchor_count, 1)
+
+
+def chunked_contrastive_loss(
+    student_states: torch.Tensor,
+    teacher_states: torch.Tensor,
+    anchors: torch.Tensor,
+    temperature: float,
+    key_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The SUM over anchors of `token_contrastive_loss`'s terms, with memory linear in the length: each row's anchors
+    are listed first (padded to the row with most), and chunks of them, across all rows, are scored against their
+    own row's teacher states under activation checkpointing, so no (anchors, length) score matrix is kept for backward
+    and the one being computed holds at most about `CONTRAST_CHUNK_SCORES` scores. One wait for the device (the most
+    anchors in a row)."""
+    rows, length = anchors.shape
+    most_in_a_row = int(anchors.sum(-1).max())
+    # A stable sort on "not an anchor" lists each row's anchors first, in order.
+    slots = torch.argsort(~anchors, dim=-1, stable=True)[:, :most_in_a_row]
+    targets = slots.masked_fill(~anchors.gather(1, slots), -100)  # slots past a row's anchors score nothing
+    device_type = student_states.device.type
+    full_precision = (
+        torch.autocast(device_type, enabled=False)
+        if torch.amp.is_autocast_available(device_type)
+        else contextlib.nullcontext()
+    )
+
+    def chunk_loss(student, teacher, chunk_slots, chunk_targets):
+        anchor_states = student.gather(1, chunk_slots[..., None].expand(-1, -1, student.shape[-1]))
+        scores = torch.bmm(anchor_states, teacher.transpose(1, 2)) / temperature
+        if key_mask is not None:
+            # The lowest finite score rather than -inf: a padding slot of a row without real keys would give NaN
+            # gradients even though its term is ignored.
+            scores = scores.masked_fill(~key_mask[:, None, :], torch.finfo(scores.dtype).min)
+        return nn.functional.cross_entropy(scores.flatten(0, 1), chunk_targets.flatten(), reduction="sum")
+
+    with full_precision:
+        student = nn.functional.normalize(student_states.float(), dim=-1)
+        teacher = nn.functional.normalize(teacher_states.float(), dim=-1)
+        chunk = max(1, CONTRAST_CHUNK_SCORES // (rows * length))
+        return sum(
+            torch.utils.checkpoint.checkpoint(
+                chunk_loss,
+                student,
+                teacher,
+                slots[:, start : start + chunk],
+                targets[:, start : start + chunk],
+                use_reentrant=False,
+            )
+            for start in range(0, most_in_a_row, chunk)
+        )
 
 
 @dataclass

@@ -1,0 +1,111 @@
+"""What only a CUDA device can show (bench/gpu.sh runs these on a lent GPU; skipped without CUDA): bf16 numerics,
+the sdpa kernels CUDA picks, packed documents and torch.compile's graphs on the device."""
+
+import copy
+
+import pytest
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from hf_encoders import BiphasicEncoder, MaeLmForMaskedLM, MaeLmModel
+from tests.test_compile import FORWARDS
+from tests.test_packed_documents import documents, packed
+from tests.tiny_models import MASK_TOKEN_ID, tiny_biphasic_config, tiny_mae_lm_config
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+FUSED = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
+
+
+def on_cuda(batch: dict) -> dict:
+    return {key: value.cuda() if isinstance(value, torch.Tensor) else value for key, value in batch.items()}
+
+
+@pytest.mark.parametrize("name", FORWARDS)
+def test_bf16_autocast_losses_stay_near_fp32(name):
+    build, batch = FORWARDS[name]
+    torch.manual_seed(0)
+    model = build().cuda().eval()
+    batch = on_cuda(batch(1))
+    with torch.no_grad():
+        full = model(**batch).loss
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            half = model(**batch).loss
+    torch.testing.assert_close(half.float(), full, rtol=2e-2, atol=2e-2)
+
+
+# Every attention path under sdpa: MAE-LM's dense bias (short) and query blocks (long), biphasic's two masks, TaCL's
+# BERT student (inside FORWARDS' TaCL model).
+SDPA_PATHS = {
+    "mae_lm dense bias": ("mae_lm", None),
+    "mae_lm query blocks": ("mae_lm", 0),
+    "biphasic mlm": ("biphasic_mlm", None),
+    "biphasic clm": ("biphasic_clm", None),
+    "tacl": ("tacl", None),
+}
+
+
+@pytest.mark.parametrize("path", SDPA_PATHS)
+def test_sdpa_runs_a_fused_kernel_on_every_attention_path(path):
+    """The math kernel is switched off: a path that needs it (a mask the fused kernels refuse) raises, forward or
+    backward."""
+    name, dense_bias_max_length = SDPA_PATHS[path]
+    build, batch = FORWARDS[name]
+    model = build().cuda().train()
+    if dense_bias_max_length is not None:
+        model.mae_lm.dense_bias_max_length = dense_bias_max_length
+    with sdpa_kernel(FUSED), torch.autocast("cuda", dtype=torch.bfloat16):
+        model(**on_cuda(batch(1))).loss.backward()
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "flex_attention"])
+@pytest.mark.parametrize("model_class", [MaeLmModel, BiphasicEncoder])
+def test_a_packed_document_gets_the_outputs_it_gets_alone_on_cuda(model_class, attention):
+    config = tiny_mae_lm_config if model_class is MaeLmModel else tiny_biphasic_config
+    torch.manual_seed(0)
+    model = model_class(config(attn_implementation=attention)).cuda().eval()
+    docs = [doc.cuda() for doc in documents()]
+    with torch.no_grad():
+        together = model(**packed(docs)).last_hidden_state[0]
+        alone = torch.cat([model(input_ids=doc[None]).last_hidden_state[0] for doc in docs])
+    torch.testing.assert_close(together, alone, rtol=1e-4, atol=1e-4)
+
+
+def test_mae_lm_flex_attention_trains_as_sdpa_on_cuda():
+    """The compiled flex kernel's backward (GPU-only): the same loss and bias-table gradient as the dense sdpa bias,
+    up to the atomic adds' rounding."""
+    torch.manual_seed(0)
+    config = tiny_mae_lm_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    sdpa = MaeLmForMaskedLM(config).cuda().train()
+    flex = copy.deepcopy(sdpa)
+    flex.set_attn_implementation("flex_attention")
+    ids = torch.randint(5, 60, (2, 40), device="cuda")
+    masked = torch.rand(2, 40, device="cuda") < 0.3
+    batch = {"input_ids": ids.masked_fill(masked, MASK_TOKEN_ID), "labels": torch.where(masked, ids, -100)}
+    losses, gradients = [], []
+    for model in (sdpa, flex):
+        loss = model(**batch).loss
+        loss.backward()
+        losses.append(loss.detach())
+        gradients.append(model.mae_lm.relative_attention_bias.weight.grad)
+    torch.testing.assert_close(losses[1], losses[0], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(gradients[1], gradients[0], rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", FORWARDS)
+def test_changing_mask_counts_compile_the_step_at_most_twice_on_cuda(name):
+    """tests/test_compile.py's bound, with inductor's CUDA graphs counted."""
+    build, batch = FORWARDS[name]
+    torch._dynamo.reset()
+    graphs = []
+
+    def counting_backend(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    compiled = torch.compile(build().cuda(), backend=counting_backend)
+    for seed in range(4):
+        compiled(**on_cuda(batch(seed))).loss.backward()
+    assert len(graphs) <= 3
+    after_warm_up = len(graphs)
+    compiled(**on_cuda(batch(4))).loss.backward()
+    assert len(graphs) == after_warm_up

@@ -1,0 +1,183 @@
+"""Long context: MAE-LM's relative bias without an L x L tensor (query blocks under sdpa, a score_mod under
+flex_attention), each path against today's dense bias with eager attention; TaCL's contrast in chunks of anchors
+against the whole contrast."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.attention.flex_attention as torch_flex
+
+from hf_encoders import MaeLmForMaskedLM, MaeLmModel
+from hf_encoders.models.mae_lm import relative_attention
+from hf_encoders.models.tacl import modeling_tacl
+from hf_encoders.models.tacl.modeling_tacl import token_contrastive_loss
+from tests.tiny_models import MASK_TOKEN_ID, tiny_mae_lm_config
+
+# Dropout off (flex_attention has none); δ = 0.3 keeps some [MASK]s in the encoder, drawn from the seed.
+CONFIG = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, mask_in_encoder_fraction=0.3)
+
+
+def use_path(model, path: str):
+    """Switch `model` (with its copy of the encoder) to one of the attention paths; query blocks of 7 queries from
+    any length, so that the tiny batches below span several blocks and a partial last one."""
+    model.set_attn_implementation(
+        {"dense eager": "eager", "dense sdpa": "sdpa", "flex": "flex_attention"}.get(path, "sdpa")
+    )
+    if path == "query blocks":
+        encoder = model.mae_lm if isinstance(model, MaeLmForMaskedLM) else model
+        encoder.dense_bias_max_length, encoder.query_block_size = 0, 7
+    return model
+
+
+@pytest.fixture
+def flex_backward_on_cpu(monkeypatch):
+    """torch refuses flex_attention's backward on CPU (its fused backward is GPU-only), although the eager reference
+    implementation behind the check computes it: lift the check to test the score_mod's gradient here."""
+    monkeypatch.setattr(torch_flex, "_validate_device", lambda *tensors: None)
+
+
+def packed_padded_batch():
+    """Three rows: two documents each (positions restart at 15), the last two padded, [MASK]s everywhere."""
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 60, (3, 40), generator=generator)
+    masked = torch.rand(3, 40, generator=generator) < 0.3
+    attention_mask = torch.ones_like(ids)
+    attention_mask[1, 30:] = attention_mask[2, 20:] = 0
+    positions = torch.cat([torch.arange(15), torch.arange(25)]).expand(3, -1)
+    return {
+        "input_ids": ids.masked_fill(masked, MASK_TOKEN_ID),
+        "attention_mask": attention_mask,
+        "position_ids": positions,
+        "labels": torch.where(masked & attention_mask.bool(), ids, -100),
+    }
+
+
+def step(model, batch):
+    """Loss, encoder states and every gradient, δ's draw made from the same seed."""
+    model.zero_grad()
+    torch.manual_seed(1)
+    output = model(**batch)
+    output.loss.backward()
+    gradients = {
+        name: parameter.grad.clone() for name, parameter in model.named_parameters() if parameter.grad is not None
+    }
+    return output.loss.detach(), output.encoder_last_hidden_state.detach(), gradients
+
+
+@pytest.mark.parametrize("path", ["dense sdpa", "query blocks", "flex"])
+def test_every_attention_path_trains_as_the_dense_eager_bias(path, flex_backward_on_cpu):
+    """Padding, packed documents, compaction and δ in one batch: same loss, encoder states and gradients (the bias
+    table's among them) as eager attention with the whole bias."""
+    torch.manual_seed(0)
+    base = MaeLmForMaskedLM(tiny_mae_lm_config(**CONFIG))
+    batch = packed_padded_batch()
+    loss, states, gradients = step(use_path(copy.deepcopy(base), "dense eager"), batch)
+    path_loss, path_states, path_gradients = step(use_path(copy.deepcopy(base), path), batch)
+    torch.testing.assert_close(path_loss, loss)
+    torch.testing.assert_close(path_states, states)
+    assert path_gradients.keys() == gradients.keys()
+    assert gradients["mae_lm.relative_attention_bias.weight"].abs().sum() > 0
+    for name, gradient in gradients.items():
+        torch.testing.assert_close(path_gradients[name], gradient, msg=name)
+
+
+@pytest.mark.parametrize("path", ["query blocks", "flex"])
+def test_every_attention_path_encodes_a_padded_batch_as_the_dense_bias(path):
+    """The fine-tuning layout (padding dropped before the layers, attention per padded row): same states at the
+    real tokens, in inference, where flex_attention runs on CPU as it is."""
+    torch.manual_seed(0)
+    dense = MaeLmModel(tiny_mae_lm_config(**CONFIG)).eval()
+    ids = torch.randint(5, 60, (2, 30))
+    attention_mask = torch.ones_like(ids)
+    attention_mask[1, 17:] = 0
+    with torch.no_grad():
+        expected = dense(input_ids=ids, attention_mask=attention_mask).last_hidden_state
+        states = use_path(copy.deepcopy(dense), path)(input_ids=ids, attention_mask=attention_mask).last_hidden_state
+    real = attention_mask.bool()
+    torch.testing.assert_close(states[real], expected[real])
+
+
+def largest_saved_tensor(model, batch) -> int:
+    """The most elements of one tensor autograd keeps for backward during the forward."""
+    largest = [0]
+
+    def pack(tensor):
+        largest[0] = max(largest[0], tensor.numel())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        model(**batch)
+    return largest[0]
+
+
+def test_query_blocks_keep_nothing_the_size_of_the_bias_for_backward():
+    """The dense path keeps (rows, heads, L, L) for backward; query blocks keep no tensor of even L x L elements."""
+    config = tiny_mae_lm_config(**CONFIG, max_position_embeddings=256)
+    length = 192
+    ids = torch.randint(5, 60, (1, length))
+    batch = {"input_ids": ids.masked_fill(torch.rand(1, length) < 0.15, MASK_TOKEN_ID), "labels": ids}
+    torch.manual_seed(0)
+    model = MaeLmForMaskedLM(config).train()
+    assert largest_saved_tensor(model, batch) >= config.num_attention_heads * (0.7 * length) ** 2
+    assert largest_saved_tensor(use_path(model, "query blocks"), batch) < length * length
+
+
+def test_flex_attention_refuses_attention_dropout_in_training():
+    model = use_path(MaeLmForMaskedLM(tiny_mae_lm_config(attention_probs_dropout_prob=0.1)), "flex").train()
+    batch = packed_padded_batch()
+    with pytest.raises(ValueError, match=r"attention_probs_dropout_prob=0.0 .*or use 'sdpa'"):
+        model(**batch)
+
+
+def test_flex_attention_on_a_torch_without_it_names_the_version_needed(monkeypatch):
+    monkeypatch.setattr(relative_attention, "is_torch_greater_or_equal", lambda version: False)
+    model = MaeLmForMaskedLM(tiny_mae_lm_config())
+    with pytest.raises(ValueError, match=r"needs torch >= 2\.6 .*this is torch .*use 'sdpa'"):
+        model.set_attn_implementation("flex_attention")
+
+
+def contrast_inputs(hidden: int = 16):
+    generator = torch.Generator().manual_seed(0)
+    student = torch.randn(3, 50, hidden, generator=generator, requires_grad=True)
+    teacher = torch.randn(3, 50, hidden, generator=generator)
+    anchors = torch.rand(3, 50, generator=generator) < 0.2
+    key_mask = torch.ones(3, 50, dtype=torch.bool)
+    key_mask[2, 35:] = False
+    anchors &= key_mask
+    return student, teacher, anchors, key_mask
+
+
+@pytest.mark.parametrize("with_key_mask", [False, True])
+def test_tacl_contrast_in_chunks_of_anchors_equals_the_whole_contrast(with_key_mask, monkeypatch):
+    """Chunks of 4 anchor slots per row (several chunks, rows with fewer anchors than others): the same loss and
+    student gradient as the (anchors, length) scores at once, with and without padding in the denominator."""
+    student, teacher, anchors, key_mask = contrast_inputs()
+    key_mask = key_mask if with_key_mask else None
+    whole = token_contrastive_loss(student, teacher, anchors, 0.05, key_mask)
+    (whole_gradient,) = torch.autograd.grad(whole, student)
+    monkeypatch.setattr(modeling_tacl, "CONTRAST_CHUNK_SCORES", 4 * 3 * 50)
+    chunked = token_contrastive_loss(student, teacher, anchors, 0.05, key_mask)
+    (chunked_gradient,) = torch.autograd.grad(chunked, student)
+    assert anchors.sum(-1).max() > 8  # three chunks or more
+    torch.testing.assert_close(chunked, whole)
+    torch.testing.assert_close(chunked_gradient, whole_gradient)
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_tacl_contrast_in_chunks_keeps_no_scores_for_backward(chunked, monkeypatch):
+    """States 4 wide, so that the (anchors, length) scores outsize them: only the whole contrast keeps those."""
+    student, teacher, anchors, key_mask = contrast_inputs(hidden=4)
+    if chunked:
+        monkeypatch.setattr(modeling_tacl, "CONTRAST_CHUNK_SCORES", 4 * 3 * 50)
+    largest = [0]
+
+    def pack(tensor):
+        largest[0] = max(largest[0], tensor.numel())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        token_contrastive_loss(student, teacher, anchors, 0.05, key_mask)
+    scores = int(anchors.sum()) * anchors.shape[1]
+    assert scores > student.numel()
+    assert (largest[0] <= student.numel()) == chunked, largest[0]
