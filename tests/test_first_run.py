@@ -1,20 +1,25 @@
 """What a new user meets first: a frozen real token, a reused output folder, errors in the command line's words."""
 
+import re
+
 import pytest
 import torch
-from transformers import TrainerControl, TrainerState, TrainingArguments
+from transformers import BertConfig, TrainerControl, TrainerState, TrainingArguments
 from transformers.testing_utils import CaptureLogger
 
 from hf_encoders import DataCollatorForMaeLm, MaeLmForMaskedLM, MaeLmForSequenceClassification
 from hf_encoders.cli import main
-from hf_encoders.models.mae_lm import modeling_mae_lm
+from hf_encoders.models.biphasic import BiphasicConfig
+from hf_encoders.models.mae_lm import MaeLmConfig, modeling_mae_lm
 from hf_encoders.models.tacl import TaclForPreTraining
 from hf_encoders.training import callbacks
 from hf_encoders.training.arguments import SIZES_HELP
 from hf_encoders.training.callbacks import DiagnosticsCallback, collapse
 from hf_encoders.training.cards import training_summary
 from hf_encoders.training.loss_curves import wants_log_axis
+from hf_encoders.training.model_sizes import parse_config_overrides
 from hf_encoders.training.recipes import biphasic, mae_lm, mlm
+from tests.test_cli import run_script
 from tests.tiny_models import save_tiny_bert, tiny_mae_lm_config, tiny_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -212,3 +217,53 @@ def test_max_steps_cut_to_one_epoch_is_said_once():
         assert settings.steps_for(1000) == 20
     assert captured.out.count("--max_steps 20 is more than one epoch") == 1
     assert "150 training examples at batch 32: its runs take 5 steps" in captured.out
+
+
+@pytest.mark.parametrize(
+    "config_class,text,message",
+    [
+        (
+            BertConfig,
+            "num_hiden_layers=4",
+            "BertConfig has no field 'num_hiden_layers' (did you mean num_hidden_layers",
+        ),
+        (MaeLmConfig, "decoder_num_hidden_layer=1", "(did you mean decoder_num_hidden_layers"),
+        (BiphasicConfig, "hidden_size=8,rms_eps=1e-5", "BiphasicConfig has no field 'rms_eps'"),
+        (
+            MaeLmConfig,
+            "mask_in_encoder_fraction=abc",
+            "mask_in_encoder_fraction=abc: mask_in_encoder_fraction takes a float",
+        ),
+        (BertConfig, "num_hidden_layers=2.5", "num_hidden_layers=2.5: num_hidden_layers takes an int"),
+        (BertConfig, "is_decoder=maybe", "is_decoder=maybe: is_decoder takes a bool"),
+    ],
+)
+def test_config_overrides_refuse_unknown_fields_and_values_of_another_type(config_class, text, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_config_overrides(text, config_class)
+
+
+def test_config_overrides_are_cast_to_the_fields_types():
+    overrides = parse_config_overrides(
+        "hidden_dropout_prob=0,is_decoder=yes,hidden_act=gelu,classifier_dropout=0.2", BertConfig
+    )
+    assert overrides == {
+        "hidden_dropout_prob": 0.0,
+        "is_decoder": True,
+        "hidden_act": "gelu",
+        "classifier_dropout": 0.2,
+    }
+    assert type(overrides["hidden_dropout_prob"]) is float
+
+
+def test_a_mistyped_decoder_field_is_refused_when_converting_an_encoder(tmp_path):
+    with pytest.raises(ValueError, match=r"MaeLmConfig has no field 'decoder_num_hidden_layer' \(did you mean"):
+        MaeLmForMaskedLM.from_encoder(save_tiny_bert(tmp_path / "bert"), decoder_num_hidden_layer=1)
+
+
+def test_the_script_names_a_mistyped_override_in_one_line(tmp_path):
+    argv = tiny_argv(tmp_path / "out", "mlm", "--config_overrides", "num_hiden_layers=4")
+    result = run_script(*argv)
+    assert result.returncode == 2 and not (tmp_path / "out" / "config.json").exists()
+    assert result.stderr.startswith("hf-encoders: error: BertConfig has no field 'num_hiden_layers'")
+    assert "Traceback" not in result.stderr

@@ -19,6 +19,7 @@ from transformers.utils import logging
 
 from ..models.mae_lm import MaeLmConfig, MaeLmForMaskedLM
 from ..models.mae_lm.modeling_mae_lm import CONVERTIBLE_ENCODERS
+from .model_sizes import check_config_fields
 
 logger = logging.get_logger(__name__)
 
@@ -50,6 +51,7 @@ def from_encoder(cls, model_or_path, mask_token_id: int | None = None, **mae_lm_
     paper's base ratio), δ (`mask_in_encoder_fraction`), the relative-bias buckets, `classifier_dropout`.
     Architectures other than CONVERTIBLE_ENCODERS, and a checkpoint missing encoder weights, are refused.
     """
+    check_config_fields(mae_lm_options, MaeLmConfig)
     fixed = sorted(set(mae_lm_options) & set(FIXED_BY_SOURCE))
     if fixed:
         raise ValueError(

@@ -74,7 +74,7 @@ class BiphasicRecipe(Recipe):
                 max_position_embeddings=max(BiphasicConfig.max_position_embeddings, args.block_size),
             )
             config = BiphasicConfig(
-                **{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides)}
+                **{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides, BiphasicConfig)}
             )
             model = BiphasicEncoderForPreTraining(config)
         if args.block_size > model.config.max_position_embeddings:

@@ -52,7 +52,9 @@ class MaeLmRecipe(Recipe):
             mask_token_id=tokenizer.mask_token_id,
             max_position_embeddings=max(512, args.block_size),
         )
-        config = MaeLmConfig(**{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides)})
+        config = MaeLmConfig(
+            **{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides, MaeLmConfig)}
+        )
         return MaeLmForMaskedLM(config)
 
     @staticmethod
@@ -62,7 +64,7 @@ class MaeLmRecipe(Recipe):
         path = args.model_name_or_path
         if checkpoint_model_type(path, {}) == MaeLmConfig.model_type:
             return MaeLmForMaskedLM.from_pretrained(path)
-        overrides = parse_config_overrides(args.config_overrides)
+        overrides = parse_config_overrides(args.config_overrides, MaeLmConfig)
         model = MaeLmForMaskedLM.from_encoder(path, mask_token_id=tokenizer.mask_token_id, **overrides)
         if len(tokenizer) > model.config.vocab_size:
             raise ValueError(

@@ -27,5 +27,7 @@ class MlmRecipe(mae_lm.MaeLmRecipe):
             pad_token_id=tokenizer.pad_token_id,
             max_position_embeddings=max(512, args.block_size),
         )
-        config = BertConfig(**{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides)})
+        config = BertConfig(
+            **{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides, BertConfig)}
+        )
         return BertForMaskedLM(config)
