@@ -13,12 +13,12 @@ from hf_encoders.models.biphasic import BiphasicConfig
 from hf_encoders.models.mae_lm import MaeLmConfig, modeling_mae_lm
 from hf_encoders.models.tacl import TaclForPreTraining
 from hf_encoders.training import callbacks
-from hf_encoders.training.arguments import SIZES_HELP
+from hf_encoders.training.arguments import SIZES_HELP, PretrainArguments
 from hf_encoders.training.callbacks import DiagnosticsCallback, collapse
-from hf_encoders.training.cards import training_summary
+from hf_encoders.training.cards import training_summary, write_model_card
 from hf_encoders.training.loss_curves import wants_log_axis
 from hf_encoders.training.model_sizes import parse_config_overrides
-from hf_encoders.training.recipes import biphasic, mae_lm, mlm
+from hf_encoders.training.recipes import biphasic, get_recipe, mae_lm, mlm
 from tests.test_cli import run_script
 from tests.tiny_models import save_tiny_bert, tiny_mae_lm_config, tiny_tokenizer
 
@@ -267,3 +267,27 @@ def test_the_script_names_a_mistyped_override_in_one_line(tmp_path):
     assert result.returncode == 2 and not (tmp_path / "out" / "config.json").exists()
     assert result.stderr.startswith("hf-encoders: error: BertConfig has no field 'num_hiden_layers'")
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "method,template,custom_code",
+    [
+        ("mlm", None, False),
+        ("mae_lm", None, True),
+        ("biphasic", None, True),
+        ("tacl", None, True),
+        ("tacl", "tacl_student", False),
+    ],
+)
+def test_every_usage_line_of_a_folder_with_custom_code_trusts_it(tmp_path, method, template, custom_code):
+    """Without trust_remote_code=True, even AutoTokenizer stops at transformers' "run the custom code? [y/N]"
+    prompt: it reads config.json (and its auto_map) first."""
+    args = PretrainArguments(method=method)
+    card = write_model_card(tmp_path / "out", TrainerState(), recipe=get_recipe(method), args=args, template=template)
+    code = "\n".join(re.findall(r"```python\n(.*?)```", card.read_text(), flags=re.DOTALL))
+    loads = [line for line in code.splitlines() if re.search(r"from_pretrained\(|pipeline\(", line)]
+    assert loads
+    for line in loads:
+        # TaCL's student, a stock BERT, sits in the state's student/ subfolder.
+        trusts = custom_code and 'subfolder="student"' not in line
+        assert ("trust_remote_code=True" in line) == trusts, line
