@@ -4,15 +4,16 @@ import re
 
 import pytest
 import torch
-from transformers import BertConfig, TrainerControl, TrainerState, TrainingArguments
+from transformers import BertConfig, BertModel, TrainerControl, TrainerState, TrainingArguments, modeling_utils
 from transformers.testing_utils import CaptureLogger
+from transformers.utils import logging as transformers_logging
 
 from hf_encoders import DataCollatorForMaeLm, MaeLmForMaskedLM, MaeLmForSequenceClassification
 from hf_encoders.cli import main
 from hf_encoders.models.biphasic import BiphasicConfig
 from hf_encoders.models.mae_lm import MaeLmConfig, modeling_mae_lm
 from hf_encoders.models.tacl import TaclForPreTraining
-from hf_encoders.training import callbacks
+from hf_encoders.training import callbacks, mae_lm_conversion
 from hf_encoders.training.arguments import SIZES_HELP, PretrainArguments
 from hf_encoders.training.callbacks import DiagnosticsCallback, collapse
 from hf_encoders.training.cards import training_summary, write_model_card
@@ -291,3 +292,13 @@ def test_every_usage_line_of_a_folder_with_custom_code_trusts_it(tmp_path, metho
         # TaCL's student, a stock BERT, sits in the state's student/ subfolder.
         trusts = custom_code and 'subfolder="student"' not in line
         assert ("trust_remote_code=True" in line) == trusts, line
+
+
+def test_an_encoder_without_mlm_head_converts_with_our_warning_alone(tmp_path):
+    folder = save_tiny_bert(tmp_path / "bert", BertModel)  # a pooler, no MLM head: a sentence-embedding BERT
+    verbosity = transformers_logging.get_verbosity()
+    with CaptureLogger(mae_lm_conversion.logger) as ours, CaptureLogger(modeling_utils.logger) as theirs:
+        MaeLmForMaskedLM.from_encoder(folder)
+    assert "has no pretrained MLM head: MAE-LM's LM head starts freshly initialised" in ours.out
+    assert theirs.out == ""  # no LOAD REPORT, no "This checkpoint seem corrupted"
+    assert transformers_logging.get_verbosity() == verbosity

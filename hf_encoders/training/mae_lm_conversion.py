@@ -17,6 +17,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, PreTrainedConfig, PreTrainedModel
 from transformers.utils import logging
 
+from ..models.checkpoint_io import quiet_loading
 from ..models.mae_lm import MaeLmConfig, MaeLmForMaskedLM
 from ..models.mae_lm.modeling_mae_lm import CONVERTIBLE_ENCODERS
 from .model_sizes import check_config_fields
@@ -122,7 +123,8 @@ def check_convertible(config: PreTrainedConfig) -> None:
 def load_source(name_or_path) -> tuple[PreTrainedModel, bool]:
     """(the encoder as AutoModelForMaskedLM, whether its checkpoint holds an MLM head). Missing, unexpected or
     mis-shaped encoder weights are an error; a pooler or an NSP head is ignored, a missing MLM head is fresh."""
-    source, info = AutoModelForMaskedLM.from_pretrained(name_or_path, output_loading_info=True)
+    with quiet_loading():  # its loading report would repeat what is checked (and warned by from_encoder) here
+        source, info = AutoModelForMaskedLM.from_pretrained(name_or_path, output_loading_info=True)
     prefix = f"{source.base_model_prefix}."
 
     def in_encoder(key: str) -> bool:

@@ -27,7 +27,7 @@ from transformers import (
 from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
 from transformers.utils import ModelOutput, logging
 
-from .checkpoint_io import CheckpointMixin
+from .checkpoint_io import CheckpointMixin, quiet_loading
 from .configuration_tacl import TaclConfig
 from .loss_utils import StandardLogitsOutsideTraining, check_labels_shape, labelled_rows_loss
 
@@ -267,16 +267,11 @@ class TaclForPreTraining(CheckpointMixin, StandardLogitsOutsideTraining, PreTrai
             )
         config = cls.config_class(student_config=student_config, student_name_or_path=str(name_or_path), **tacl_options)
         auto_class = AutoModelForPreTraining if config.use_nsp else AutoModelForMaskedLM
-        # transformers' LOAD REPORT table (and a "checkpoint seem corrupted" line for an encoder without its MLM head)
-        # would repeat what is checked and said below, so the loading itself stays quiet.
-        verbosity = logging.get_verbosity()
-        logging.set_verbosity_error()
-        try:
+        # transformers' loading report would repeat what is checked and said below.
+        with quiet_loading():
             student, info = auto_class.from_pretrained(
                 name_or_path, config=config.student_config, output_loading_info=True
             )
-        finally:
-            logging.set_verbosity(verbosity)
         # Heads and the pooler sit outside the encoder proper: a checkpoint may lack them or carry unused ones.
         # Keys come with or without the base model's prefix, depending on the checkpoint's own class.
         encoder_parts = tuple(f"{name}." for name, _ in student.base_model.named_children() if name != "pooler")
