@@ -4,7 +4,15 @@ import re
 
 import pytest
 import torch
-from transformers import BertConfig, BertModel, TrainerControl, TrainerState, TrainingArguments, modeling_utils
+from transformers import (
+    BertConfig,
+    BertForMaskedLM,
+    BertModel,
+    TrainerControl,
+    TrainerState,
+    TrainingArguments,
+    modeling_utils,
+)
 from transformers.testing_utils import CaptureLogger
 from transformers.utils import logging as transformers_logging
 
@@ -12,7 +20,7 @@ from hf_encoders import DataCollatorForMaeLm, MaeLmForMaskedLM, MaeLmForSequence
 from hf_encoders.cli import main
 from hf_encoders.models.biphasic import BiphasicConfig
 from hf_encoders.models.mae_lm import MaeLmConfig, modeling_mae_lm
-from hf_encoders.models.tacl import TaclForPreTraining
+from hf_encoders.models.tacl import TaclForPreTraining, modeling_tacl
 from hf_encoders.training import callbacks, mae_lm_conversion
 from hf_encoders.training.arguments import SIZES_HELP, PretrainArguments
 from hf_encoders.training.callbacks import DiagnosticsCallback, collapse
@@ -302,3 +310,18 @@ def test_an_encoder_without_mlm_head_converts_with_our_warning_alone(tmp_path):
     assert "has no pretrained MLM head: MAE-LM's LM head starts freshly initialised" in ours.out
     assert theirs.out == ""  # no LOAD REPORT, no "This checkpoint seem corrupted"
     assert transformers_logging.get_verbosity() == verbosity
+
+
+@pytest.mark.parametrize(
+    "source_class,heads,losses",
+    [
+        (BertForMaskedLM, "NSP head and pooler (NSP head: ['cls.seq_relationship.bias',", "the NSP loss"),
+        (BertModel, "MLM head and NSP head (MLM head: ['cls.predictions.bias',", "the MLM and NSP loss"),
+    ],
+)
+def test_tacl_names_which_head_starts_fresh(tmp_path, source_class, heads, losses):
+    folder = save_tiny_bert(tmp_path / "bert", source_class)  # BertForMaskedLM: what `pretrain --method mlm` saves
+    with CaptureLogger(modeling_tacl.logger) as captured:
+        TaclForPreTraining.from_encoder(folder)
+    assert f"has no pretrained {heads}" in captured.out
+    assert f"TaCL trains them from scratch, so {losses} starts at chance level." in captured.out

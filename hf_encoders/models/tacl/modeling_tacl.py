@@ -172,6 +172,21 @@ def mlm_head_layout(student: PreTrainedModel) -> str:
     )
 
 
+def fresh_heads_warning(name_or_path, fresh: list[str]) -> str:
+    """What starting `fresh` (missing non-encoder weights) from scratch means: which head, which loss at chance."""
+    heads = {part: [] for part in ("MLM head", "NSP head", "pooler")}
+    for key in fresh:
+        heads["NSP head" if "seq_relationship" in key else "pooler" if "pooler." in key else "MLM head"].append(key)
+    heads = {part: keys for part, keys in heads.items() if keys}
+    # BERT's NSP head reads the pooler, so either one fresh puts NSP at chance.
+    losses = [loss for loss, parts in (("MLM", {"MLM head"}), ("NSP", {"NSP head", "pooler"})) if parts & set(heads)]
+    named = "; ".join(f"{part}: {keys[:4]}{' ...' if len(keys) > 4 else ''}" for part, keys in heads.items())
+    return (
+        f"{name_or_path} has no pretrained {' and '.join(heads)} ({named}): TaCL trains "
+        f"{'them' if len(heads) > 1 else 'it'} from scratch, so the {' and '.join(losses)} loss starts at chance level."
+    )
+
+
 class TaclForPreTraining(CheckpointMixin, StandardLogitsOutsideTraining, PreTrainedModel):
     """Student + frozen teacher. Pass `student` to wrap an already loaded model (what `from_encoder` does);
     otherwise both are built from `config.student_config` (and filled by `from_pretrained`)."""
@@ -291,10 +306,7 @@ class TaclForPreTraining(CheckpointMixin, StandardLogitsOutsideTraining, PreTrai
             )
         fresh = sorted(key for key in info["missing_keys"] if not in_encoder(key))
         if fresh:
-            logger.warning(
-                f"{name_or_path} has no pretrained weights for {fresh[:6]}{' ...' if len(fresh) > 6 else ''}: TaCL trains "
-                "these freshly initialised head weights from scratch, so the MLM (and NSP) loss starts at chance level."
-            )
+            logger.warning(fresh_heads_warning(name_or_path, fresh))
         return cls(config, student=student)
 
     def max_sequence_length(self) -> int | None:
