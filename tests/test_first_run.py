@@ -156,9 +156,24 @@ def test_a_collapse_after_warm_up_warns_once_and_reaches_the_card(tmp_path, monk
     assert steps_warned == [6], "after warm-up, once"
 
     state.log_history = [{"step": 8, "loss": 1.0, **collapsed}]
-    assert "- representation collapse: at step 8" in training_summary(state)
+    assert "- representation collapse at step 8, in the top layer: its tokens are close to one vector" in (
+        training_summary(state)
+    )
     state.log_history = [{"step": 8, "loss": 1.0, "effective_rank": 20, "self_similarity": 0.3}]
     assert "collapse" not in training_summary(state)
+
+
+def test_a_collapse_says_which_test_fired():
+    assert collapse({"effective_rank": 1.8, "self_similarity": 0.36}) == (
+        "its tokens span at most 2 directions (effective rank 1.8 <= 2); self-similarity 0.36 is not collapsed"
+    )
+    assert collapse({"effective_rank": 40, "self_similarity": 0.96}) == (
+        "its tokens are close to one vector (self-similarity 0.96 >= 0.95); effective rank 40 is not collapsed"
+    )
+    assert collapse({"effective_rank": 1, "self_similarity": 0.99}) == (
+        "its tokens are close to one vector (self-similarity 0.99 >= 0.95) and its tokens span at most 2 directions "
+        "(effective rank 1 <= 2)"
+    )
 
 
 def test_a_log_axis_only_over_more_than_a_decade():
