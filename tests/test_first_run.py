@@ -4,6 +4,7 @@ import re
 
 import pytest
 import torch
+from matplotlib.figure import Figure
 from transformers import (
     BertConfig,
     BertForMaskedLM,
@@ -17,6 +18,8 @@ from transformers.testing_utils import CaptureLogger
 from transformers.utils import logging as transformers_logging
 
 from hf_encoders import DataCollatorForMaeLm, MaeLmForMaskedLM, MaeLmForSequenceClassification
+from hf_encoders.analysis import plots
+from hf_encoders.analysis.plots import TRAINING_DIAGNOSTICS
 from hf_encoders.cli import main
 from hf_encoders.models.biphasic import BiphasicConfig
 from hf_encoders.models.mae_lm import MaeLmConfig, modeling_mae_lm
@@ -25,7 +28,7 @@ from hf_encoders.training import callbacks, mae_lm_conversion
 from hf_encoders.training.arguments import SIZES_HELP, PretrainArguments
 from hf_encoders.training.callbacks import DiagnosticsCallback, collapse
 from hf_encoders.training.cards import training_summary, write_model_card
-from hf_encoders.training.loss_curves import wants_log_axis
+from hf_encoders.training.loss_curves import plot_run, wants_log_axis
 from hf_encoders.training.model_sizes import parse_config_overrides
 from hf_encoders.training.recipes import biphasic, get_recipe, mae_lm, mlm
 from tests.test_cli import run_script
@@ -340,3 +343,28 @@ def test_tacl_names_which_head_starts_fresh(tmp_path, source_class, heads, losse
         TaclForPreTraining.from_encoder(folder)
     assert f"has no pretrained {heads}" in captured.out
     assert f"TaCL trains them from scratch, so {losses} starts at chance level." in captured.out
+
+
+def test_diagnostics_tick_each_probe_step_and_whole_ranks(tmp_path, monkeypatch):
+    drawn = []
+    monkeypatch.setattr(plots, "_save", lambda figure, path: drawn.append(figure) or path)
+    entries = [
+        {"step": step, **{f"{name}/layer_{layer}": 1.5 + layer for name in TRAINING_DIAGNOSTICS for layer in (0, 1)}}
+        for step in (3, 7, 10)
+    ]
+    plots.plot_training_diagnostics([{**entry, **dict.fromkeys(TRAINING_DIAGNOSTICS, 1.0)} for entry in entries], "x")
+    similarity, rank, rank_with_mask = drawn[0].axes
+    for axes in (similarity, rank, rank_with_mask):
+        assert list(axes.get_xticks()) == [3, 7, 10]
+    for axes in (rank, rank_with_mask):
+        assert all(tick == int(tick) for tick in axes.get_yticks())
+
+
+def test_a_loss_term_with_few_points_is_drawn_with_markers():
+    history = [{"step": step, "loss": 2.0, "mlm_loss": 2.0} for step in range(1, 21)] + [
+        {"step": 21, "loss": 3.0, "clm_loss": 3.0}
+    ]
+    axis = Figure().subplots()
+    plot_run(axis, history)
+    markers = {line.get_label(): line.get_marker() for line in axis.lines}
+    assert markers["clm_loss"] == "o" and markers["mlm_loss"] in ("None", "", None)
