@@ -368,3 +368,16 @@ def test_a_loss_term_with_few_points_is_drawn_with_markers():
     plot_run(axis, history)
     markers = {line.get_label(): line.get_marker() for line in axis.lines}
     assert markers["clm_loss"] == "o" and markers["mlm_loss"] in ("None", "", None)
+
+
+@pytest.mark.parametrize("method", ["mlm", "mae_lm", "tacl", "biphasic"])
+def test_config_overrides_a_continued_checkpoint_would_ignore_are_refused(tmp_path, method):
+    if method == "mae_lm":  # an MAE-LM checkpoint is continued as it is (an encoder it converts takes them)
+        start = str(tmp_path / "start")
+        MaeLmForMaskedLM(tiny_mae_lm_config()).save_pretrained(start)
+    else:
+        start = save_tiny_bert(tmp_path / "start", BertForMaskedLM)
+    option = "--from_causal_lm" if method == "biphasic" else "--model_name_or_path"
+    argv = tiny_argv(tmp_path / "out", method, option, start, "--config_overrides", "num_hidden_layers=4")
+    with pytest.raises(ValueError, match=r"--config_overrides shapes a model built from scratch, but .* continues"):
+        main(argv)

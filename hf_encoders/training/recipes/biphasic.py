@@ -35,6 +35,7 @@ SIZES = {
 class BiphasicRecipe(Recipe):
     def check_arguments(self, args) -> None:
         # Not the base check: this is the method --from_causal_lm is for.
+        self.check_config_overrides(args)
         if args.from_causal_lm and args.model_name_or_path:
             raise ValueError(
                 "Pass one starting point: --from_causal_lm (a causal LM to convert) or --model_name_or_path "

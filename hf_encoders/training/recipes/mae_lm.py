@@ -57,6 +57,10 @@ class MaeLmRecipe(Recipe):
         )
         return MaeLmForMaskedLM(config)
 
+    def overrides_apply_to(self, start: str) -> bool:
+        # A converted encoder gets a new decoder, which they shape; an MAE-LM checkpoint is continued as it is.
+        return checkpoint_model_type(start, {}) != MaeLmConfig.model_type
+
     @staticmethod
     def continued_model(args, tokenizer) -> MaeLmForMaskedLM:
         """An MAE-LM checkpoint as it is; any other encoder converted by `MaeLmForMaskedLM.from_encoder`, with a new

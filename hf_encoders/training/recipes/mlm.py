@@ -19,6 +19,9 @@ class MlmRecipe(mae_lm.MaeLmRecipe):
         "so packed documents would attend to each other."
     )
 
+    def overrides_apply_to(self, start: str) -> bool:
+        return False  # a BERT checkpoint is continued as it is
+
     def build_model(self, args, tokenizer):
         if args.model_name_or_path:
             return BertForMaskedLM.from_pretrained(args.model_name_or_path)
