@@ -5,12 +5,13 @@ runs, what a rerun skips, how an interrupted or failing grid continues, which ra
 import json
 import math
 import statistics
+import warnings
 
 import pytest
 
 from hf_encoders.evaluation import grid
 from hf_encoders.evaluation.grid import RESULTS_FILE, Protocol, read_results, run_grid
-from hf_encoders.evaluation.report import cell_of, summarize, write_report
+from hf_encoders.evaluation.report import Cell, cell_of, format_score, summarize, write_report
 from hf_encoders.evaluation.tasks import Task
 
 
@@ -158,3 +159,11 @@ def test_every_kind_reports_on_one_scale():
     assert cell_of("m", "sc:x", records("sc", [0.5, 0.7])).reported == pytest.approx([50, 70])
     assert cell_of("m", "ir:x", records("ir", [0.25])).reported == pytest.approx([25])
     assert cell_of("m", "qa:x", records("qa", [81.0, 83.0])).reported == pytest.approx([81, 83])  # SQuAD's percent
+
+
+def test_seeds_that_agree_have_an_interval_of_their_mean():
+    cell = Cell("a", "sc:topic", "accuracy", {2e-5: [50.0] * 3}, 2e-5, "test", [50.0] * 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # scipy warns (and returns nan) for a zero scale
+        assert cell.confidence_interval == (50.0, 50.0)
+        assert format_score(cell) == "50.00 ± 0.00 (50.00–50.00)"

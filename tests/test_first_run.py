@@ -1,20 +1,37 @@
 """What a new user meets first: a frozen real token, a reused output folder, errors in the command line's words."""
 
+import re
+
 import pytest
 import torch
-from transformers import TrainerControl, TrainerState, TrainingArguments
+from matplotlib.figure import Figure
+from transformers import (
+    BertConfig,
+    BertForMaskedLM,
+    BertModel,
+    TrainerControl,
+    TrainerState,
+    TrainingArguments,
+    modeling_utils,
+)
 from transformers.testing_utils import CaptureLogger
+from transformers.utils import logging as transformers_logging
 
 from hf_encoders import DataCollatorForMaeLm, MaeLmForMaskedLM, MaeLmForSequenceClassification
+from hf_encoders.analysis import plots
+from hf_encoders.analysis.plots import TRAINING_DIAGNOSTICS
 from hf_encoders.cli import main
-from hf_encoders.models.mae_lm import modeling_mae_lm
-from hf_encoders.models.tacl import TaclForPreTraining
-from hf_encoders.training import callbacks
-from hf_encoders.training.arguments import SIZES_HELP
+from hf_encoders.models.biphasic import BiphasicConfig
+from hf_encoders.models.mae_lm import MaeLmConfig, modeling_mae_lm
+from hf_encoders.models.tacl import TaclForPreTraining, modeling_tacl
+from hf_encoders.training import callbacks, mae_lm_conversion
+from hf_encoders.training.arguments import SIZES_HELP, PretrainArguments
 from hf_encoders.training.callbacks import DiagnosticsCallback, collapse
-from hf_encoders.training.cards import training_summary
-from hf_encoders.training.loss_curves import wants_log_axis
-from hf_encoders.training.recipes import biphasic, mae_lm, mlm
+from hf_encoders.training.cards import training_summary, write_model_card
+from hf_encoders.training.loss_curves import plot_run, wants_log_axis
+from hf_encoders.training.model_sizes import parse_config_overrides
+from hf_encoders.training.recipes import biphasic, get_recipe, mae_lm, mlm
+from tests.test_cli import run_script
 from tests.tiny_models import save_tiny_bert, tiny_mae_lm_config, tiny_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -142,9 +159,24 @@ def test_a_collapse_after_warm_up_warns_once_and_reaches_the_card(tmp_path, monk
     assert steps_warned == [6], "after warm-up, once"
 
     state.log_history = [{"step": 8, "loss": 1.0, **collapsed}]
-    assert "- representation collapse: at step 8" in training_summary(state)
+    assert "- representation collapse at step 8, in the top layer: its tokens are close to one vector" in (
+        training_summary(state)
+    )
     state.log_history = [{"step": 8, "loss": 1.0, "effective_rank": 20, "self_similarity": 0.3}]
     assert "collapse" not in training_summary(state)
+
+
+def test_a_collapse_says_which_test_fired():
+    assert collapse({"effective_rank": 1.8, "self_similarity": 0.36}) == (
+        "its tokens span at most 2 directions (effective rank 1.8 <= 2); self-similarity 0.36 is not collapsed"
+    )
+    assert collapse({"effective_rank": 40, "self_similarity": 0.96}) == (
+        "its tokens are close to one vector (self-similarity 0.96 >= 0.95); effective rank 40 is not collapsed"
+    )
+    assert collapse({"effective_rank": 1, "self_similarity": 0.99}) == (
+        "its tokens are close to one vector (self-similarity 0.99 >= 0.95) and its tokens span at most 2 directions "
+        "(effective rank 1 <= 2)"
+    )
 
 
 def test_a_log_axis_only_over_more_than_a_decade():
@@ -212,3 +244,140 @@ def test_max_steps_cut_to_one_epoch_is_said_once():
         assert settings.steps_for(1000) == 20
     assert captured.out.count("--max_steps 20 is more than one epoch") == 1
     assert "150 training examples at batch 32: its runs take 5 steps" in captured.out
+
+
+@pytest.mark.parametrize(
+    "config_class,text,message",
+    [
+        (
+            BertConfig,
+            "num_hiden_layers=4",
+            "BertConfig has no field 'num_hiden_layers' (did you mean num_hidden_layers",
+        ),
+        (MaeLmConfig, "decoder_num_hidden_layer=1", "(did you mean decoder_num_hidden_layers"),
+        (BiphasicConfig, "hidden_size=8,rms_eps=1e-5", "BiphasicConfig has no field 'rms_eps'"),
+        (
+            MaeLmConfig,
+            "mask_in_encoder_fraction=abc",
+            "mask_in_encoder_fraction=abc: mask_in_encoder_fraction takes a float",
+        ),
+        (BertConfig, "num_hidden_layers=2.5", "num_hidden_layers=2.5: num_hidden_layers takes an int"),
+        (BertConfig, "is_decoder=maybe", "is_decoder=maybe: is_decoder takes a bool"),
+    ],
+)
+def test_config_overrides_refuse_unknown_fields_and_values_of_another_type(config_class, text, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_config_overrides(text, config_class)
+
+
+def test_config_overrides_are_cast_to_the_fields_types():
+    overrides = parse_config_overrides(
+        "hidden_dropout_prob=0,is_decoder=yes,hidden_act=gelu,classifier_dropout=0.2", BertConfig
+    )
+    assert overrides == {
+        "hidden_dropout_prob": 0.0,
+        "is_decoder": True,
+        "hidden_act": "gelu",
+        "classifier_dropout": 0.2,
+    }
+    assert type(overrides["hidden_dropout_prob"]) is float
+
+
+def test_a_mistyped_decoder_field_is_refused_when_converting_an_encoder(tmp_path):
+    with pytest.raises(ValueError, match=r"MaeLmConfig has no field 'decoder_num_hidden_layer' \(did you mean"):
+        MaeLmForMaskedLM.from_encoder(save_tiny_bert(tmp_path / "bert"), decoder_num_hidden_layer=1)
+
+
+def test_the_script_names_a_mistyped_override_in_one_line(tmp_path):
+    argv = tiny_argv(tmp_path / "out", "mlm", "--config_overrides", "num_hiden_layers=4")
+    result = run_script(*argv)
+    assert result.returncode == 2 and not (tmp_path / "out" / "config.json").exists()
+    assert result.stderr.startswith("hf-encoders: error: BertConfig has no field 'num_hiden_layers'")
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "method,template,custom_code",
+    [
+        ("mlm", None, False),
+        ("mae_lm", None, True),
+        ("biphasic", None, True),
+        ("tacl", None, True),
+        ("tacl", "tacl_student", False),
+    ],
+)
+def test_every_usage_line_of_a_folder_with_custom_code_trusts_it(tmp_path, method, template, custom_code):
+    """Without trust_remote_code=True, even AutoTokenizer stops at transformers' "run the custom code? [y/N]"
+    prompt: it reads config.json (and its auto_map) first."""
+    args = PretrainArguments(method=method)
+    card = write_model_card(tmp_path / "out", TrainerState(), recipe=get_recipe(method), args=args, template=template)
+    code = "\n".join(re.findall(r"```python\n(.*?)```", card.read_text(), flags=re.DOTALL))
+    loads = [line for line in code.splitlines() if re.search(r"from_pretrained\(|pipeline\(", line)]
+    assert loads
+    for line in loads:
+        # TaCL's student, a stock BERT, sits in the state's student/ subfolder.
+        trusts = custom_code and 'subfolder="student"' not in line
+        assert ("trust_remote_code=True" in line) == trusts, line
+
+
+def test_an_encoder_without_mlm_head_converts_with_our_warning_alone(tmp_path):
+    folder = save_tiny_bert(tmp_path / "bert", BertModel)  # a pooler, no MLM head: a sentence-embedding BERT
+    verbosity = transformers_logging.get_verbosity()
+    with CaptureLogger(mae_lm_conversion.logger) as ours, CaptureLogger(modeling_utils.logger) as theirs:
+        MaeLmForMaskedLM.from_encoder(folder)
+    assert "has no pretrained MLM head: MAE-LM's LM head starts freshly initialised" in ours.out
+    assert theirs.out == ""  # no LOAD REPORT, no "This checkpoint seem corrupted"
+    assert transformers_logging.get_verbosity() == verbosity
+
+
+@pytest.mark.parametrize(
+    "source_class,heads,losses",
+    [
+        (BertForMaskedLM, "NSP head and pooler (NSP head: ['cls.seq_relationship.bias',", "the NSP loss"),
+        (BertModel, "MLM head and NSP head (MLM head: ['cls.predictions.bias',", "the MLM and NSP loss"),
+    ],
+)
+def test_tacl_names_which_head_starts_fresh(tmp_path, source_class, heads, losses):
+    folder = save_tiny_bert(tmp_path / "bert", source_class)  # BertForMaskedLM: what `pretrain --method mlm` saves
+    with CaptureLogger(modeling_tacl.logger) as captured:
+        TaclForPreTraining.from_encoder(folder)
+    assert f"has no pretrained {heads}" in captured.out
+    assert f"TaCL trains them from scratch, so {losses} starts at chance level." in captured.out
+
+
+def test_diagnostics_tick_each_probe_step_and_whole_ranks(tmp_path, monkeypatch):
+    drawn = []
+    monkeypatch.setattr(plots, "_save", lambda figure, path: drawn.append(figure) or path)
+    entries = [
+        {"step": step, **{f"{name}/layer_{layer}": 1.5 + layer for name in TRAINING_DIAGNOSTICS for layer in (0, 1)}}
+        for step in (3, 7, 10)
+    ]
+    plots.plot_training_diagnostics([{**entry, **dict.fromkeys(TRAINING_DIAGNOSTICS, 1.0)} for entry in entries], "x")
+    similarity, rank, rank_with_mask = drawn[0].axes
+    for axes in (similarity, rank, rank_with_mask):
+        assert list(axes.get_xticks()) == [3, 7, 10]
+    for axes in (rank, rank_with_mask):
+        assert all(tick == int(tick) for tick in axes.get_yticks())
+
+
+def test_a_loss_term_with_few_points_is_drawn_with_markers():
+    history = [{"step": step, "loss": 2.0, "mlm_loss": 2.0} for step in range(1, 21)] + [
+        {"step": 21, "loss": 3.0, "clm_loss": 3.0}
+    ]
+    axis = Figure().subplots()
+    plot_run(axis, history)
+    markers = {line.get_label(): line.get_marker() for line in axis.lines}
+    assert markers["clm_loss"] == "o" and markers["mlm_loss"] in ("None", "", None)
+
+
+@pytest.mark.parametrize("method", ["mlm", "mae_lm", "tacl", "biphasic"])
+def test_config_overrides_a_continued_checkpoint_would_ignore_are_refused(tmp_path, method):
+    if method == "mae_lm":  # an MAE-LM checkpoint is continued as it is (an encoder it converts takes them)
+        start = str(tmp_path / "start")
+        MaeLmForMaskedLM(tiny_mae_lm_config()).save_pretrained(start)
+    else:
+        start = save_tiny_bert(tmp_path / "start", BertForMaskedLM)
+    option = "--from_causal_lm" if method == "biphasic" else "--model_name_or_path"
+    argv = tiny_argv(tmp_path / "out", method, option, start, "--config_overrides", "num_hidden_layers=4")
+    with pytest.raises(ValueError, match=r"--config_overrides shapes a model built from scratch, but .* continues"):
+        main(argv)

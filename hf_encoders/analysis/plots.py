@@ -49,6 +49,8 @@ TRAINING_DIAGNOSTICS_UNITS = {
     "effective_rank_with_mask": "effective rank (dimensions)",
 }
 
+MAX_STEP_TICKS = 12  # up to this many probes, each one's step is a tick
+
 
 def plot_training_diagnostics(log_history: Sequence[dict], path: str | os.PathLike) -> Path:
     """One PNG, a panel per diagnostic, training steps on the x-axis and a line per layer (darker: deeper), from
@@ -68,7 +70,12 @@ def plot_training_diagnostics(log_history: Sequence[dict], path: str | os.PathLi
         axes.set_title(title)
         axes.set_xlabel("training step")
         axes.set_ylabel(TRAINING_DIAGNOSTICS_UNITS[name])
-        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if len(steps) <= MAX_STEP_TICKS:  # a tick at each probe: values between them were never measured
+            axes.set_xticks(steps)
+        else:
+            axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if name.startswith("effective_rank"):  # a count of dimensions
+            axes.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
         axes.grid(alpha=0.3)
     axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)  # beside the data
     return _save(figure, path)

@@ -46,6 +46,8 @@ class Cell:
         """95% interval of the mean over seeds (Student t, n - 1 degrees of freedom); None for one seed."""
         if self.std is None:
             return None
+        if self.std == 0:  # scipy's interval of a zero scale is (nan, nan), with a RuntimeWarning
+            return self.mean, self.mean
         low, high = stats.t.interval(0.95, len(self.reported) - 1, loc=self.mean, scale=stats.sem(self.reported))
         return float(low), float(high)
 

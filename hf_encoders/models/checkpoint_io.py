@@ -9,10 +9,12 @@ keeps out of the checkpoints.
 """
 
 import sys
+from contextlib import contextmanager
 from importlib import import_module
 from pathlib import Path
 
 from transformers import PreTrainedConfig
+from transformers.utils import logging
 
 
 class CheckpointMixin:
@@ -91,6 +93,18 @@ class CheckpointMixin:
             )
         model.after_strict_load()
         return (model, info) if want_loading_info else model
+
+
+@contextmanager
+def quiet_loading():
+    """transformers' loading output silenced (its LOAD REPORT table, and "This checkpoint seem corrupted" for an
+    encoder saved without its MLM head), where the caller checks the loading info and says what matters itself."""
+    verbosity = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)
 
 
 def unsharded_class(model_class: type) -> type:

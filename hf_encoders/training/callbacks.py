@@ -176,14 +176,24 @@ COLLAPSED_SIMILARITY = 0.95
 
 
 def collapse(measures: dict) -> str | None:
-    """How the top layer's diagnostics show a collapse (every token nearly one vector), or None."""
+    """Which collapse test the top layer's diagnostics fail, in words (its tokens close to one vector, or spanning
+    almost no directions), with the other measure; None where neither fails."""
     rank, similarity = measures.get("effective_rank"), measures.get("self_similarity")
-    if rank is None or similarity is None or (rank > COLLAPSED_RANK and similarity < COLLAPSED_SIMILARITY):
+    if rank is None or similarity is None:
         return None
-    return (
-        f"effective rank {rank:g} (collapsed at <= {COLLAPSED_RANK}), self-similarity {similarity:.2f} (collapsed at "
-        f">= {COLLAPSED_SIMILARITY})"
-    )
+    one_vector = f"self-similarity {similarity:.2f}"
+    few_directions = f"effective rank {rank:g}"
+    failed = []
+    if similarity >= COLLAPSED_SIMILARITY:
+        failed.append(f"its tokens are close to one vector ({one_vector} >= {COLLAPSED_SIMILARITY})")
+        one_vector = ""
+    if rank <= COLLAPSED_RANK:
+        failed.append(f"its tokens span at most {COLLAPSED_RANK} directions ({few_directions} <= {COLLAPSED_RANK})")
+        few_directions = ""
+    if not failed:
+        return None
+    passed = one_vector or few_directions  # the measure of the test that did not fire, if one did not
+    return " and ".join(failed) + (f"; {passed} is not collapsed" if passed else "")
 
 
 class DiagnosticsCallback(TrainerCallback):
@@ -225,7 +235,7 @@ class DiagnosticsCallback(TrainerCallback):
         if symptoms and not self.warned_of_collapse:
             self.warned_of_collapse = True
             logger.warning(
-                f"Step {step}: the encoder's top layer has collapsed, every token close to one vector ({symptoms}). "
+                f"Step {step}: the encoder's top layer has collapsed: {symptoms}. "
                 "Try a lower --learning_rate or a longer warm-up (--warmup_steps)."
             )
 

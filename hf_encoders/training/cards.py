@@ -30,8 +30,8 @@ def training_summary(state: TrainerState, tokens_per_step: int | None = None) ->
     probes = [entry for entry in state.log_history if "effective_rank" in entry]
     if probes and (symptoms := collapse(probes[-1])):
         lines.append(
-            f"- representation collapse: at step {probes[-1]['step']} the top layer's tokens were close to one vector "
-            f"({symptoms}); a lower learning rate or a longer warm-up may avoid it"
+            f"- representation collapse at step {probes[-1]['step']}, in the top layer: {symptoms}; a lower learning "
+            "rate or a longer warm-up may avoid it"
         )
     perplexities = [entry for entry in state.log_history if "eval_perplexity" in entry]
     if perplexities:

@@ -7,6 +7,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+FEW_POINTS = 5  # a training term logged this few times gets markers
+
 
 def loss_series(log_history: list[dict], evaluation: bool = False) -> dict[str, tuple[list[int], list[float]]]:
     """Every logged training loss term ("loss", "mlm_loss", "clm_loss", "tacl_loss", ...) by step; with
@@ -53,6 +55,8 @@ def plot_run(axis, log_history: list[dict]) -> None:
             style = dict(linewidth=6, alpha=0.35, zorder=1) if total else dict(linewidth=1.3, zorder=2)
             if evaluation:
                 style.update(linestyle="--", marker="o", markersize=3)
+            elif len(steps) <= FEW_POINTS:  # a line through one or two points is too short to see
+                style.update(marker="o", markersize=4)
             axis.plot(steps, values, label=f"{term} (validation)" if evaluation else term, **style)
             drawn += values
     wide = wants_log_axis(drawn)

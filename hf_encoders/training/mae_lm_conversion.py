@@ -17,8 +17,10 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, PreTrainedConfig, PreTrainedModel
 from transformers.utils import logging
 
+from ..models.checkpoint_io import quiet_loading
 from ..models.mae_lm import MaeLmConfig, MaeLmForMaskedLM
 from ..models.mae_lm.modeling_mae_lm import CONVERTIBLE_ENCODERS
+from .model_sizes import check_config_fields
 
 logger = logging.get_logger(__name__)
 
@@ -50,6 +52,7 @@ def from_encoder(cls, model_or_path, mask_token_id: int | None = None, **mae_lm_
     paper's base ratio), δ (`mask_in_encoder_fraction`), the relative-bias buckets, `classifier_dropout`.
     Architectures other than CONVERTIBLE_ENCODERS, and a checkpoint missing encoder weights, are refused.
     """
+    check_config_fields(mae_lm_options, MaeLmConfig)
     fixed = sorted(set(mae_lm_options) & set(FIXED_BY_SOURCE))
     if fixed:
         raise ValueError(
@@ -120,7 +123,8 @@ def check_convertible(config: PreTrainedConfig) -> None:
 def load_source(name_or_path) -> tuple[PreTrainedModel, bool]:
     """(the encoder as AutoModelForMaskedLM, whether its checkpoint holds an MLM head). Missing, unexpected or
     mis-shaped encoder weights are an error; a pooler or an NSP head is ignored, a missing MLM head is fresh."""
-    source, info = AutoModelForMaskedLM.from_pretrained(name_or_path, output_loading_info=True)
+    with quiet_loading():  # its loading report would repeat what is checked (and warned by from_encoder) here
+        source, info = AutoModelForMaskedLM.from_pretrained(name_or_path, output_loading_info=True)
     prefix = f"{source.base_model_prefix}."
 
     def in_encoder(key: str) -> bool:

@@ -27,7 +27,7 @@ from transformers import (
 from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
 from transformers.utils import ModelOutput, logging
 
-from .checkpoint_io import CheckpointMixin
+from .checkpoint_io import CheckpointMixin, quiet_loading
 from .configuration_tacl import TaclConfig
 from .loss_utils import StandardLogitsOutsideTraining, check_labels_shape, labelled_rows_loss
 
@@ -172,6 +172,21 @@ def mlm_head_layout(student: PreTrainedModel) -> str:
     )
 
 
+def fresh_heads_warning(name_or_path, fresh: list[str]) -> str:
+    """What starting `fresh` (missing non-encoder weights) from scratch means: which head, which loss at chance."""
+    heads = {part: [] for part in ("MLM head", "NSP head", "pooler")}
+    for key in fresh:
+        heads["NSP head" if "seq_relationship" in key else "pooler" if "pooler." in key else "MLM head"].append(key)
+    heads = {part: keys for part, keys in heads.items() if keys}
+    # BERT's NSP head reads the pooler, so either one fresh puts NSP at chance.
+    losses = [loss for loss, parts in (("MLM", {"MLM head"}), ("NSP", {"NSP head", "pooler"})) if parts & set(heads)]
+    named = "; ".join(f"{part}: {keys[:4]}{' ...' if len(keys) > 4 else ''}" for part, keys in heads.items())
+    return (
+        f"{name_or_path} has no pretrained {' and '.join(heads)} ({named}): TaCL trains "
+        f"{'them' if len(heads) > 1 else 'it'} from scratch, so the {' and '.join(losses)} loss starts at chance level."
+    )
+
+
 class TaclForPreTraining(CheckpointMixin, StandardLogitsOutsideTraining, PreTrainedModel):
     """Student + frozen teacher. Pass `student` to wrap an already loaded model (what `from_encoder` does);
     otherwise both are built from `config.student_config` (and filled by `from_pretrained`)."""
@@ -267,16 +282,11 @@ class TaclForPreTraining(CheckpointMixin, StandardLogitsOutsideTraining, PreTrai
             )
         config = cls.config_class(student_config=student_config, student_name_or_path=str(name_or_path), **tacl_options)
         auto_class = AutoModelForPreTraining if config.use_nsp else AutoModelForMaskedLM
-        # transformers' LOAD REPORT table (and a "checkpoint seem corrupted" line for an encoder without its MLM head)
-        # would repeat what is checked and said below, so the loading itself stays quiet.
-        verbosity = logging.get_verbosity()
-        logging.set_verbosity_error()
-        try:
+        # transformers' loading report would repeat what is checked and said below.
+        with quiet_loading():
             student, info = auto_class.from_pretrained(
                 name_or_path, config=config.student_config, output_loading_info=True
             )
-        finally:
-            logging.set_verbosity(verbosity)
         # Heads and the pooler sit outside the encoder proper: a checkpoint may lack them or carry unused ones.
         # Keys come with or without the base model's prefix, depending on the checkpoint's own class.
         encoder_parts = tuple(f"{name}." for name, _ in student.base_model.named_children() if name != "pooler")
@@ -296,10 +306,7 @@ class TaclForPreTraining(CheckpointMixin, StandardLogitsOutsideTraining, PreTrai
             )
         fresh = sorted(key for key in info["missing_keys"] if not in_encoder(key))
         if fresh:
-            logger.warning(
-                f"{name_or_path} has no pretrained weights for {fresh[:6]}{' ...' if len(fresh) > 6 else ''}: TaCL trains "
-                "these freshly initialised head weights from scratch, so the MLM (and NSP) loss starts at chance level."
-            )
+            logger.warning(fresh_heads_warning(name_or_path, fresh))
         return cls(config, student=student)
 
     def max_sequence_length(self) -> int | None:

@@ -61,12 +61,26 @@ class Recipe:
                 f"--from_causal_lm converts a causal LM for the biphasic method; {self.family.title} cannot start "
                 "from one. Drop it, or pass --model_name_or_path a checkpoint of this method's model."
             )
+        self.check_config_overrides(args)
         if args.pack_documents and self.no_packed_documents:
             raise ValueError(
                 f"--pack_documents cannot be used with {self.family.title}: {self.no_packed_documents} Drop "
                 "--pack_documents, or pre-train with --method mae_lm or --method biphasic, whose models keep "
                 "attention within each document of a packed row."
             )
+
+    def check_config_overrides(self, args) -> None:
+        """Refuse --config_overrides where the model is loaded, not built, and they would be ignored."""
+        start = args.from_causal_lm or args.model_name_or_path
+        if args.config_overrides and start and not self.overrides_apply_to(start):
+            raise ValueError(
+                f"--config_overrides shapes a model built from scratch, but {self.family.title} continues {start} "
+                "as it is saved, so they would be ignored. Drop --config_overrides (or --model_name_or_path)."
+            )
+
+    def overrides_apply_to(self, start: str) -> bool:
+        """Whether --config_overrides shape the model started from `start` (a checkpoint or causal LM)."""
+        return False
 
     def check_tokenizer(self, args, tokenizer: PreTrainedTokenizerBase) -> None:
         """Refuse a tokenizer without [MASK] before a model is built for it, in the command line's words."""

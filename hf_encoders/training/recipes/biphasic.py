@@ -35,6 +35,7 @@ SIZES = {
 class BiphasicRecipe(Recipe):
     def check_arguments(self, args) -> None:
         # Not the base check: this is the method --from_causal_lm is for.
+        self.check_config_overrides(args)
         if args.from_causal_lm and args.model_name_or_path:
             raise ValueError(
                 "Pass one starting point: --from_causal_lm (a causal LM to convert) or --model_name_or_path "
@@ -74,7 +75,7 @@ class BiphasicRecipe(Recipe):
                 max_position_embeddings=max(BiphasicConfig.max_position_embeddings, args.block_size),
             )
             config = BiphasicConfig(
-                **{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides)}
+                **{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides, BiphasicConfig)}
             )
             model = BiphasicEncoderForPreTraining(config)
         if args.block_size > model.config.max_position_embeddings:

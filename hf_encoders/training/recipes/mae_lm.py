@@ -52,8 +52,14 @@ class MaeLmRecipe(Recipe):
             mask_token_id=tokenizer.mask_token_id,
             max_position_embeddings=max(512, args.block_size),
         )
-        config = MaeLmConfig(**{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides)})
+        config = MaeLmConfig(
+            **{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides, MaeLmConfig)}
+        )
         return MaeLmForMaskedLM(config)
+
+    def overrides_apply_to(self, start: str) -> bool:
+        # A converted encoder gets a new decoder, which they shape; an MAE-LM checkpoint is continued as it is.
+        return checkpoint_model_type(start, {}) != MaeLmConfig.model_type
 
     @staticmethod
     def continued_model(args, tokenizer) -> MaeLmForMaskedLM:
@@ -62,7 +68,7 @@ class MaeLmRecipe(Recipe):
         path = args.model_name_or_path
         if checkpoint_model_type(path, {}) == MaeLmConfig.model_type:
             return MaeLmForMaskedLM.from_pretrained(path)
-        overrides = parse_config_overrides(args.config_overrides)
+        overrides = parse_config_overrides(args.config_overrides, MaeLmConfig)
         model = MaeLmForMaskedLM.from_encoder(path, mask_token_id=tokenizer.mask_token_id, **overrides)
         if len(tokenizer) > model.config.vocab_size:
             raise ValueError(

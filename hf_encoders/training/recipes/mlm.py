@@ -19,6 +19,9 @@ class MlmRecipe(mae_lm.MaeLmRecipe):
         "so packed documents would attend to each other."
     )
 
+    def overrides_apply_to(self, start: str) -> bool:
+        return False  # a BERT checkpoint is continued as it is
+
     def build_model(self, args, tokenizer):
         if args.model_name_or_path:
             return BertForMaskedLM.from_pretrained(args.model_name_or_path)
@@ -27,5 +30,7 @@ class MlmRecipe(mae_lm.MaeLmRecipe):
             pad_token_id=tokenizer.pad_token_id,
             max_position_embeddings=max(512, args.block_size),
         )
-        config = BertConfig(**{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides)})
+        config = BertConfig(
+            **{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides, BertConfig)}
+        )
         return BertForMaskedLM(config)
