@@ -101,6 +101,12 @@ def plateaus() -> dict:
     return result
 
 
+def encoder_gradient_share(model, prefix: str) -> float:
+    """||gradient of the parameters under `prefix`|| / ||gradient of all parameters||."""
+    norms = {name: float(p.grad.norm()) ** 2 for name, p in model.named_parameters() if p.grad is not None}
+    return (sum(v for k, v in norms.items() if k.startswith(prefix)) / sum(norms.values())) ** 0.5
+
+
 def measuring_callback(every: int, encoder_prefix: str):
     """A TrainerCallback (made here, so that importing this file stays light) adding to every log the process's CPU
     seconds and, every `every` steps, the share of the gradient's norm in the encoder's layers (after clipping,
@@ -116,11 +122,7 @@ def measuring_callback(every: int, encoder_prefix: str):
         def on_pre_optimizer_step(self, args, state, control, **kwargs):
             if (state.global_step + 1) % every and state.global_step:
                 return
-            model = kwargs["model"]
-            norms = {name: float(p.grad.norm()) ** 2 for name, p in model.named_parameters() if p.grad is not None}
-            encoder = sum(v for k, v in norms.items() if k.startswith(encoder_prefix))
-            share = (encoder / sum(norms.values())) ** 0.5
-            self.pending = {"encoder_gradient_share": share}
+            self.pending = {"encoder_gradient_share": encoder_gradient_share(kwargs["model"], encoder_prefix)}
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             # CPU seconds of this one-thread process: its speed on a quiet machine, whoever else runs.
@@ -311,11 +313,10 @@ def init_probe(rows: int = 16, length: int = 128, seed: int = 0) -> dict:
         norms = {n: p.grad.norm() for n, p in model.named_parameters() if p.grad is not None}
         first = sum(v**2 for n, v in norms.items() if n.startswith(prefix + "0.")) ** 0.5
         encoder = sum(v**2 for n, v in norms.items() if n.startswith(prefix)) ** 0.5
-        total = sum(v**2 for v in norms.values()) ** 0.5
         results[name] = {
             "first_layer_gradient_norm": float(first),
             "encoder_gradient_norm": float(encoder),
-            "encoder_gradient_share": float(encoder / total),
+            "encoder_gradient_share": encoder_gradient_share(model, prefix),
             "encoder_output_gradient_common_mode": common,
         }
     return results
@@ -383,8 +384,16 @@ def collapse_probe(names: list[str], steps: int = 150, every: int = 15, seed: in
                 common = output_gradient_common_mode(
                     model, model.mae_lm.layers[-1], probe_corrupted, probe_labels, compacted=delta == 0.0
                 )
+                share = encoder_gradient_share(model, "mae_lm.layers.")
                 optimizer.zero_grad()
-                curve.append({"step": step, "mean_direction_energy": energy, "gradient_common_mode": common})
+                curve.append(
+                    {
+                        "step": step,
+                        "mean_direction_energy": energy,
+                        "gradient_common_mode": common,
+                        "encoder_gradient_share": share,
+                    }
+                )
             if step == steps:
                 break
             model.train()
