@@ -18,6 +18,7 @@ random token): `context_free_floor`. Only a loss below both says the model reads
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -83,6 +84,29 @@ def context_free_floor(counts: Counter, vocab_size: int, masked: float = 0.8, ke
     return float(masked * entropy + kept * kept_loss + random * random_loss)
 
 
+def validation_unigram_cross_entropy(seed: int = 0) -> float:
+    """The held-out loss of a model that predicts the training pages' token frequencies (add-one smoothed): the
+    plateau as the runs' evaluation sees it, on the pages `run` holds out (2%, drawn with the runs' seed)."""
+    from types import SimpleNamespace
+
+    from transformers import AutoTokenizer
+
+    from hf_encoders.data.corpus import load_documents
+    from hf_encoders.training.validation import split_validation
+
+    documents = load_documents(str(ROOT / "corpus.jsonl"))
+    split = SimpleNamespace(validation_file=None, validation_split_percentage=2, text_column="text")
+    training, validation = split_validation(documents, split, seed=seed)
+    tokenizer = AutoTokenizer.from_pretrained(ROOT / "tokenizer")
+
+    def counts(texts) -> Counter:
+        return Counter(i for text in texts for i in tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    seen, held_out = counts(training["text"]), counts(validation["text"])
+    total = sum(seen.values()) + len(tokenizer)
+    return -sum(n * math.log((seen[token] + 1) / total) for token, n in held_out.items()) / sum(held_out.values())
+
+
 def plateaus() -> dict:
     path = ROOT / "plateaus.json"
     if path.exists():
@@ -95,6 +119,7 @@ def plateaus() -> dict:
     result = {
         "unigram_entropy": unigram_entropy(ROOT),
         "context_free_floor_80_10_10": context_free_floor(token_counts(), vocab_size),
+        "validation_unigram_cross_entropy": validation_unigram_cross_entropy(),
         "vocab_size": vocab_size,
     }
     path.write_text(json.dumps(result, indent=1))
