@@ -32,7 +32,9 @@ SIZES = {
 
 class MaeLmRecipe(Recipe):
     def build_dataset(self, args, tokenizer, documents):
-        tokenized = tokenize_documents(documents, tokenizer, num_proc=args.preprocessing_num_workers)
+        tokenized = tokenize_documents(
+            documents, tokenizer, num_proc=args.preprocessing_num_workers, word_starts=self.needs_word_starts(args)
+        )
         return pack_bert_style(
             tokenized,
             args.block_size,
