@@ -221,3 +221,16 @@ def test_word_units_refuse_a_slow_tokenizer_and_features_without_boundaries(mask
         DataCollatorForMaeLm(PerceiverTokenizer(), masking=masking)
     with pytest.raises(ValueError, match="needs word boundaries in the features: a `word_starts` column"):
         DataCollatorForMaeLm(tokenizer, masking=masking)([{"input_ids": [2, 10, 11, 3]}])
+
+
+def test_pretrain_names_an_unknown_masking_unit_and_a_span_cap_below_one(tmp_path, capsys):
+    from hf_encoders.training.pretrain import main
+
+    argv = ["--method", "mae_lm", "--output_dir", str(tmp_path), "--report_to", "none", "--max_documents", "10"]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--masking", "words"])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]  # argparse quotes the choices on some Python versions only
+    assert "argument --masking: invalid choice: 'words' (choose from" in error and "whole_word" in error
+    with pytest.raises(ValueError, match="max_span_length must be at least 1 word, got 0"):
+        main([*argv, "--masking", "span", "--max_span_length", "0", "--use_cpu"])
