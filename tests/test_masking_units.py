@@ -134,6 +134,35 @@ def test_mae_lm_removes_every_masked_sub_token_from_its_encoder(tokenizer, block
         assert torch.equal(keep, batch["labels"] == -100)
 
 
+@pytest.mark.parametrize("masking", ["whole_word", "span"])
+def test_mae_lm_delta_keeps_whole_units_in_the_encoder(masking, tokenizer, blocks):
+    from hf_encoders import MaeLmForMaskedLM
+    from tests.tiny_models import tiny_mae_lm_config
+
+    examples = [blocks[i] for i in range(8, 40)]
+    plain = DataCollatorForMaeLm(tokenizer, masking=masking, seed=2)(examples)
+    batch = DataCollatorForMaeLm(tokenizer, masking=masking, seed=2, mask_in_encoder_fraction=0.5)(examples)
+    assert torch.equal(batch["labels"], plain["labels"]) and torch.equal(batch["input_ids"], plain["input_ids"])
+    masked, stays = batch["labels"] != -100, batch["masks_in_encoder"]
+    assert not (stays & ~masked).any()
+    assert 0.35 < stays.sum() / masked.sum() < 0.65
+    if masking == "whole_word":  # each word stays whole or goes whole (spans: the same, but spans are not visible)
+        for row, ids in enumerate(batch["labels"].where(masked, batch["input_ids"])):
+            words = unit_index(wordpiece_starts(tokenizer, ids.tolist())[None])[0]
+            kept = torch.zeros(len(ids), dtype=torch.long).index_add(0, words, stays[row].long())
+            labelled = torch.zeros(len(ids), dtype=torch.long).index_add(0, words, masked[row].long())
+            assert torch.all((kept == 0) | (kept == labelled))
+    model = MaeLmForMaskedLM(
+        tiny_mae_lm_config(
+            vocab_size=len(tokenizer), mask_token_id=tokenizer.mask_token_id, mask_in_encoder_fraction=0.9
+        )
+    )
+    keep = model.encoder_input_mask(batch["input_ids"], batch["attention_mask"], batch["masks_in_encoder"])
+    assert torch.equal(keep, ~masked | stays)  # the collator's choice, not the config's δ
+    with pytest.raises(ValueError, match="With token masking δ is the model's"):
+        DataCollatorForMaeLm(tokenizer, mask_in_encoder_fraction=0.5)
+
+
 def test_spans_follow_spanberts_length_distribution_and_never_cross_a_document_start():
     # SpanBERT's Geo(0.2) truncated at 10 words and renormalised: mean 3.8 words, as the paper reports.
     expected = torch.tensor(geom.pmf(range(1, 11), 0.2) / geom.cdf(10, 0.2))

@@ -89,7 +89,9 @@ def test_a_killed_run_resumes_exactly(method, masking, bert_init, tmp_path):
     checkpoint = resolve_resume(True, tmp_path / "b")
     assert checkpoint == str(tmp_path / "b" / "checkpoint-4")
     # As `hf-encoders pretrain --resume_from_checkpoint true` does it: no tokenizer given, the checkpoint's is used.
-    resumed_args = method_arguments(method, bert_init, tokenizer_name=None, masking=masking) if method != "tacl" else args
+    resumed_args = (
+        method_arguments(method, bert_init, tokenizer_name=None, masking=masking) if method != "tacl" else args
+    )
     resumed = build_trainer(resumed_args, training_arguments(tmp_path / "b"), resume_from_checkpoint=checkpoint)
     resumed.train(resume_from_checkpoint=checkpoint)
 
