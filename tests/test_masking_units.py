@@ -69,6 +69,16 @@ def test_packing_carries_word_starts_aligned_with_the_tokens(tokenizer, style, p
         assert torch.equal(torch.tensor(block["word_starts"]).bool(), wordpiece_starts(tokenizer, block["input_ids"]))
 
 
+def test_streamed_packing_carries_the_same_word_starts(tokenizer):
+    documents = Dataset.from_dict({"text": embedded_documents()[:6]})
+    ids = dict(cls_id=tokenizer.cls_token_id, sep_id=tokenizer.sep_token_id, separator_id=tokenizer.sep_token_id)
+    packed = pack_bert_style(tokenize_documents(documents, tokenizer, word_starts=True), 48, **ids)
+    streamed = pack_bert_style(
+        tokenize_documents(documents.to_iterable_dataset(), tokenizer, word_starts=True), 48, **ids
+    )
+    assert [row["word_starts"] for row in streamed] == packed["word_starts"]
+
+
 def test_sentence_pairs_carry_word_starts(tokenizer):
     sentences = [["the cat sat on the mat.", "a dog barked loudly."], ["python interpreters evaluate bytecode."]] * 3
     pairs = build_sentence_pairs(sentences, tokenizer, max_length=32, word_starts=True)
@@ -263,3 +273,23 @@ def test_pretrain_names_an_unknown_masking_unit_and_a_span_cap_below_one(tmp_pat
     assert "argument --masking: invalid choice: 'words' (choose from" in error and "whole_word" in error
     with pytest.raises(ValueError, match="max_span_length must be at least 1 word, got 0"):
         main([*argv, "--masking", "span", "--max_span_length", "0", "--use_cpu"])
+
+
+def test_the_recipe_hands_the_unit_to_the_collator_and_the_card(tokenizer):
+    from hf_encoders import MaeLmForMaskedLM
+    from hf_encoders.training.arguments import PretrainArguments
+    from hf_encoders.training.recipes import get_recipe
+    from tests.tiny_models import tiny_mae_lm_config
+
+    recipe = get_recipe("mae_lm")
+    model = MaeLmForMaskedLM(
+        tiny_mae_lm_config(
+            vocab_size=len(tokenizer), mask_token_id=tokenizer.mask_token_id, mask_in_encoder_fraction=0.3
+        )
+    )
+    span = PretrainArguments(method="mae_lm", masking="span", max_span_length=4, span_geometric_p=0.5)
+    collator = recipe.build_collator(span, tokenizer, model)
+    assert (collator.masking, collator.max_span_length, collator.span_geometric_p) == ("span", 4, 0.5)
+    assert collator.mask_in_encoder_fraction == 0.3  # δ per span, from the model's config
+    assert recipe.build_collator(PretrainArguments(method="mae_lm"), tokenizer, model).mask_in_encoder_fraction == 0
+    assert "- masking unit: spans of Geometric(0.5) words, at most 4" in recipe.summary_lines(span)
