@@ -18,6 +18,7 @@ Every random number comes from the generator passed in, so masks stay a function
 """
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -96,15 +97,20 @@ def spans(
         word_positions = starts[row].nonzero().squeeze(1)
         if targets[row] == 0 or len(word_positions) == 0:
             continue
-        words = _Words(word_positions.tolist(), _word_ends(word_positions, maskable[row]), runs[row, word_positions])
+        words = _Words(
+            word_positions.tolist(), _word_ends(word_positions, maskable[row]), runs[row, word_positions].tolist()
+        )
         drawn = _spans_drawn(draws[row], generator, cumulative)
         _mask_row(words, targets[row], drawn, masked[row], span_starts[row])
     return torch.from_numpy(masked), torch.from_numpy(span_starts)
 
 
-class _Words:
-    def __init__(self, positions: list[int], ends: list[int], runs: torch.Tensor):
-        self.positions, self.ends, self.runs = positions, ends, runs.tolist()
+class _Words(NamedTuple):
+    """A row's words: first position, one past the last, and the run of maskable tokens each lies in."""
+
+    positions: list[int]
+    ends: list[int]
+    runs: list[int]
 
 
 def _spans_drawn(first_draws: torch.Tensor, generator, cumulative: torch.Tensor):
