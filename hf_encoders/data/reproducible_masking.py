@@ -176,8 +176,9 @@ def offsets_word_starts(offset_mapping, special_tokens_mask, masking: str) -> to
         raise ValueError(
             f"masking={masking!r} needs word boundaries in the features: a `word_starts` column (as "
             "hf_encoders.data.tokenize_documents(..., word_starts=True), the packing functions and "
-            "build_sentence_pairs(..., word_starts=True) write; or word_start_mask(encoding.word_ids(i)) per example) "
-            "or `offset_mapping` (tokenizer(..., return_offsets_mapping=True))."
+            "build_sentence_pairs(..., word_starts=True) write, or hf_encoders.data.word_start_mask(encoding.word_ids(i)) "
+            "per example) or `offset_mapping` (tokenizer(..., return_offsets_mapping=True)). With your own Trainer, "
+            "pass remove_unused_columns=False so that the column reaches the collator."
         )
     _, continues_word = DataCollatorForLanguageModeling._calc_word_ids_and_prob_mask(
         to_numpy(offset_mapping), to_numpy(special_tokens_mask)
