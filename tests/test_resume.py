@@ -66,9 +66,14 @@ def logged(trainer, key="loss") -> dict[int, float]:
     return {entry["step"]: entry[key] for entry in trainer.state.log_history if key in entry}
 
 
-@pytest.mark.parametrize("method", list(FAMILIES))
-def test_a_killed_run_resumes_exactly(method, bert_init, tmp_path):
-    args = method_arguments(method, bert_init)
+# Every family with token masking, and each word unit with two families (its masks read the packed word starts).
+@pytest.mark.parametrize(
+    "method, masking",
+    [(method, "token") for method in FAMILIES]
+    + [("mlm", "whole_word"), ("tacl", "whole_word"), ("mae_lm", "span"), ("biphasic", "span")],
+)
+def test_a_killed_run_resumes_exactly(method, masking, bert_init, tmp_path):
+    args = method_arguments(method, bert_init, masking=masking)
     uninterrupted = build_trainer(args, training_arguments(tmp_path / "a"))
     uninterrupted.train()
 
@@ -84,7 +89,9 @@ def test_a_killed_run_resumes_exactly(method, bert_init, tmp_path):
     checkpoint = resolve_resume(True, tmp_path / "b")
     assert checkpoint == str(tmp_path / "b" / "checkpoint-4")
     # As `hf-encoders pretrain --resume_from_checkpoint true` does it: no tokenizer given, the checkpoint's is used.
-    resumed_args = method_arguments(method, bert_init, tokenizer_name=None) if method != "tacl" else args
+    resumed_args = (
+        method_arguments(method, bert_init, tokenizer_name=None, masking=masking) if method != "tacl" else args
+    )
     resumed = build_trainer(resumed_args, training_arguments(tmp_path / "b"), resume_from_checkpoint=checkpoint)
     resumed.train(resume_from_checkpoint=checkpoint)
 

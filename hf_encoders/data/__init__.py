@@ -3,6 +3,7 @@
 from .corpus import load_documents
 from .embedded import embedded_documents
 from .errors import CorpusError, TokenizerLoadError
+from .masking_units import word_start_mask
 from .packing import pack_bert_style, pack_llama_style, tokenize_documents
 from .sentences import documents_to_sentences, split_sentences
 from .tokenizer import load_or_train_tokenizer, train_wordpiece_tokenizer
@@ -19,4 +20,5 @@ __all__ = [
     "split_sentences",
     "tokenize_documents",
     "train_wordpiece_tokenizer",
+    "word_start_mask",
 ]

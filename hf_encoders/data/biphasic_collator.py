@@ -16,7 +16,7 @@ from transformers.data.data_collator import pad_without_fast_tokenizer_warning
 
 from ..models.biphasic.configuration_biphasic import OBJECTIVES
 from ..models.packed_sequences import ends_document
-from .reproducible_masking import ReproducibleMaskingMixin
+from .reproducible_masking import ReproducibleMaskingMixin, pad_like, take_word_starts
 
 
 def next_token_labels(
@@ -46,7 +46,8 @@ class DataCollatorForBiphasic(ReproducibleMaskingMixin, DataCollatorForLanguageM
     MLM selects `mlm_probability` (the paper's 0.40) of the real, non-special tokens and by default replaces every
     one with the mask token, as the paper's code does; `mask_replace_prob` / `random_replace_prob` give the
     BERT-style split. A `special_tokens_mask` column (as packing writes) is honoured, else the tokenizer's special
-    ids are never masked. Only PyTorch tensors are produced.
+    ids are never masked. `masking="whole_word"` or `"span"` masks whole words or SpanBERT spans (every one
+    [MASK]ed, as the paper's code does), still `mlm_probability` of the tokens. Only PyTorch tensors are produced.
     """
 
     objective: str | None = None
@@ -78,6 +79,7 @@ class DataCollatorForBiphasic(ReproducibleMaskingMixin, DataCollatorForLanguageM
 
     def torch_call(self, examples: list[Mapping | list[int]]) -> dict[str, torch.Tensor]:
         examples = [example if isinstance(example, Mapping) else {"input_ids": example} for example in examples]
+        examples, word_starts = take_word_starts(examples)
         batch = pad_without_fast_tokenizer_warning(
             self.tokenizer, examples, return_tensors="pt", pad_to_multiple_of=self.pad_to_multiple_of
         )
@@ -92,7 +94,11 @@ class DataCollatorForBiphasic(ReproducibleMaskingMixin, DataCollatorForLanguageM
                 special_tokens_mask = torch.isin(input_ids, self.special_ids)
             never_masked = special_tokens_mask.bool() | ~attention_mask.bool()
             masked_ids, mlm_labels = self.torch_mask_tokens(
-                input_ids.clone(), special_tokens_mask=never_masked, offset_mapping=offset_mapping
+                input_ids.clone(),
+                special_tokens_mask=never_masked,
+                offset_mapping=offset_mapping,
+                word_starts=pad_like(word_starts, input_ids, self.tokenizer.padding_side),
+                position_ids=batch.get("position_ids"),
             )
             names = ("input_ids", "labels") if self.objective == "mlm" else ("mlm_input_ids", "mlm_labels")
             batch.update(zip(names, (masked_ids, mlm_labels)))

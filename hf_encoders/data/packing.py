@@ -10,7 +10,8 @@ tokens go:
   into blocks of exactly block_size tokens with nothing added at block edges.
 
 Blocks come in "input_ids", "attention_mask" (all ones) and "special_tokens_mask" (1 on the inserted
-tokens, which `DataCollatorForLanguageModeling` then never masks).
+tokens, which `DataCollatorForLanguageModeling` then never masks), and "word_starts" when the tokenized documents
+have it (`tokenize_documents(..., word_starts=True)`), for whole-word and span masking.
 
 With `pack_documents=True` (`hf-encoders pretrain --pack_documents`), every document keeps its own positions:
 blocks also carry "position_ids" restarting at 0 where a document starts (transformers' packed-sequence
@@ -24,6 +25,8 @@ from itertools import chain
 from datasets import Dataset, IterableDataset
 from transformers import PreTrainedTokenizerBase
 
+from .masking_units import word_start_mask
+
 # Documents per `map` batch; each batch loses at most one short tail of less than a block.
 DOCUMENTS_PER_BATCH = 1000
 
@@ -33,9 +36,12 @@ def tokenize_documents(
     tokenizer: PreTrainedTokenizerBase,
     num_proc: int | None = None,
     text_column: str = "text",
+    word_starts: bool = False,
 ) -> Dataset | IterableDataset:
     """Replace each document with its "input_ids", without special tokens (packing adds those).
 
+    `word_starts=True` adds a "word_starts" column (1 on each word's first token, from the fast tokenizer's word
+    ids), which packing carries into the blocks for whole-word and span masking (data/masking_units.py).
     `num_proc` parallelises a `Dataset`; an `IterableDataset` is tokenized lazily as it is read.
     """
     parallelism = {"num_proc": num_proc} if isinstance(dataset, Dataset) else {}
@@ -43,7 +49,7 @@ def tokenize_documents(
         _tokenize_batch,
         batched=True,
         remove_columns=dataset.column_names or [text_column],
-        fn_kwargs={"tokenizer": tokenizer, "text_column": text_column},
+        fn_kwargs={"tokenizer": tokenizer, "text_column": text_column, "word_starts": word_starts},
         **parallelism,
     )
 
@@ -97,15 +103,28 @@ def pack_llama_style(
     )
 
 
-def _tokenize_batch(batch: dict[str, list], tokenizer: PreTrainedTokenizerBase, text_column: str) -> dict:
+def _tokenize_batch(
+    batch: dict[str, list], tokenizer: PreTrainedTokenizerBase, text_column: str, word_starts: bool
+) -> dict:
     # verbose=False: documents longer than the model's maximum are expected, packing cuts them up.
-    return tokenizer(
+    encoding = tokenizer(
         batch[text_column],
         add_special_tokens=False,
         return_attention_mask=False,
         return_token_type_ids=False,
         verbose=False,
     )
+    if not word_starts:
+        return encoding
+    if not tokenizer.is_fast:
+        raise ValueError(
+            f"Word boundaries come from a fast tokenizer's word ids, which {type(tokenizer).__name__} (a slow "
+            "tokenizer) has none of; load it with AutoTokenizer.from_pretrained(name), or mask tokens."
+        )
+    return {
+        "input_ids": encoding["input_ids"],
+        "word_starts": [word_start_mask(encoding.word_ids(i)) for i in range(len(encoding["input_ids"]))],
+    }
 
 
 def _require_ids(**ids: int | None) -> None:
@@ -172,6 +191,12 @@ def _pack_batch(
         "attention_mask": [[1] * len(block) for block in blocks],
         "special_tokens_mask": [[int(token in special_ids) for token in block] for block in blocks],
     }
+    if "word_starts" in batch:  # every inserted special token is a word of its own
+        around = [(1,) * len(part) for part in (document_prefix, document_suffix, block_prefix, block_suffix)]
+        word_stream = list(chain.from_iterable((*around[0], *flags, *around[1]) for flags in batch["word_starts"]))
+        packed["word_starts"] = [
+            [*around[2], *word_stream[start : start + tokens_per_block], *around[3]] for start in starts
+        ]
     if restart:  # no block prefix or suffix here: blocks are plain slices of the stream
         positions = list(chain.from_iterable(range(len(document)) for document in documents))
         packed["position_ids"] = [_restarted(positions[start : start + tokens_per_block]) for start in starts]

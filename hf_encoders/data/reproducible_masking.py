@@ -9,11 +9,15 @@ no single generator state is "the state at the checkpoint". Masking stays dynami
 """
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 from transformers import DataCollatorForLanguageModeling
+from transformers.data.data_collator import pad_without_fast_tokenizer_warning, to_numpy
+
+from . import masking_units
 
 
 def batch_seed(seed: int, epoch: int, input_ids: torch.Tensor) -> int:
@@ -23,10 +27,27 @@ def batch_seed(seed: int, epoch: int, input_ids: torch.Tensor) -> int:
     return int.from_bytes(digest.digest(), "little") >> 1  # manual_seed takes a non-negative int64
 
 
+@dataclass
 class ReproducibleMaskingMixin:
-    """Put before `DataCollatorForLanguageModeling` in the bases; takes effect when `seed` is set."""
+    """Put before `DataCollatorForLanguageModeling` in the bases; takes effect when `seed` is set.
+
+    Also the masking unit (data/masking_units.py): `masking="token"` (the default) is the parent's masking;
+    `"whole_word"` and `"span"` read word boundaries from a `word_starts` column (or, as transformers' own
+    `whole_word_mask=True` does, from `offset_mapping`) and choose the replacement ([MASK], random, unchanged) once
+    per word or span. `whole_word_mask=True` means `masking="whole_word"`.
+    """
+
+    masking: str | None = None  # None: "token", or "whole_word" with whole_word_mask=True
+    max_span_length: int = 10  # SpanBERT's cap, in words
+    span_geometric_p: float = 0.2  # SpanBERT's p: mean span 3.8 words
 
     epoch = 0
+
+    def __post_init__(self):
+        self.masking = check_masking(self, self.masking)
+        # Ours masks the words (and keeps the replacement split, which the parent would force to all [MASK]).
+        self.whole_word_mask = False
+        super().__post_init__()
 
     def reseed(self, inputs: torch.Tensor) -> None:
         """Seed `self.generator` for this batch. A collator that overrides `torch_mask_tokens` calls it first and
@@ -34,13 +55,135 @@ class ReproducibleMaskingMixin:
         if self.seed is not None:
             self.generator = torch.Generator().manual_seed(batch_seed(self.seed, self.epoch, inputs))
 
-    def torch_mask_tokens(self, inputs, special_tokens_mask=None, offset_mapping=None):
+    def torch_call(self, examples):
+        examples, word_starts = take_word_starts(examples)
+        if self.masking == "token" or not self.mlm:
+            return super().torch_call(examples)
+        batch = pad_without_fast_tokenizer_warning(
+            self.tokenizer, examples, return_tensors="pt", pad_to_multiple_of=self.pad_to_multiple_of
+        )
+        special_tokens_mask = batch.pop("special_tokens_mask", None)
+        offset_mapping = batch.pop("offset_mapping", None)
+        batch["input_ids"], batch["labels"] = self.torch_mask_tokens(
+            batch["input_ids"],
+            special_tokens_mask=special_tokens_mask,
+            offset_mapping=offset_mapping,
+            word_starts=pad_like(word_starts, batch["input_ids"], self.tokenizer.padding_side),
+            position_ids=batch.get("position_ids"),
+        )
+        return batch
+
+    def torch_mask_tokens(
+        self, inputs, special_tokens_mask=None, offset_mapping=None, word_starts=None, position_ids=None
+    ):
         self.reseed(inputs)
-        return super().torch_mask_tokens(inputs, special_tokens_mask=special_tokens_mask, offset_mapping=offset_mapping)
+        if self.masking == "token":
+            return super().torch_mask_tokens(
+                inputs, special_tokens_mask=special_tokens_mask, offset_mapping=offset_mapping
+            )
+        if special_tokens_mask is None:
+            special_tokens_mask = torch.isin(inputs, torch.tensor(self.tokenizer.all_special_ids))
+        maskable = ~special_tokens_mask.bool()
+        if word_starts is None:
+            word_starts = offsets_word_starts(offset_mapping, special_tokens_mask, self.masking)
+        starts = masking_units.word_starts_in(word_starts, maskable, position_ids)
+        if self.masking == "whole_word":
+            masked = masking_units.whole_words(starts, maskable, self.mlm_probability, self.generator)
+            unit_starts = starts
+        else:
+            masked, unit_starts = masking_units.spans(
+                starts,
+                maskable,
+                self.mlm_probability,
+                self.generator,
+                p=self.span_geometric_p,
+                max_span_length=self.max_span_length,
+                position_ids=position_ids,
+            )
+        return self.replace_units(inputs, masked, masking_units.unit_index(unit_starts))
+
+    def replace_units(self, inputs: torch.Tensor, masked: torch.Tensor, units: torch.Tensor):
+        """The parent's 80/10/10 (or the collator's split), decided once per unit (`units`: each position's unit's
+        first position)."""
+        labels = inputs.masked_fill(~masked, -100)
+        draws = torch.rand(inputs.shape, generator=self.generator).gather(1, units)
+        replaced = masked & (draws < self.mask_replace_prob)
+        randomised = masked & ~replaced & (draws < self.mask_replace_prob + self.random_replace_prob)
+        inputs = inputs.masked_fill(replaced, self.tokenizer.mask_token_id)
+        random_words = torch.randint(len(self.tokenizer), inputs.shape, generator=self.generator)
+        return torch.where(randomised, random_words, inputs), labels
 
 
+@dataclass
 class ReproducibleDataCollatorForLanguageModeling(ReproducibleMaskingMixin, DataCollatorForLanguageModeling):
     """The stock BERT collator (80/10/10) with reproducible masks, for the plain MLM baseline."""
+
+
+def check_masking(collator, masking: str | None) -> str:
+    """The masking unit `masking` and transformers' `whole_word_mask` ask for together, or a ValueError naming the fix."""
+    if collator.whole_word_mask:
+        if masking not in (None, "whole_word"):
+            raise ValueError(
+                f"whole_word_mask=True asks for whole words but masking={masking!r} for another unit; pass one of "
+                "them (whole_word_mask=True means masking='whole_word')."
+            )
+        masking = "whole_word"
+    masking = masking or "token"
+    if masking not in masking_units.MASKING_UNITS:
+        raise ValueError(f"Unknown masking {masking!r}; choose one of {', '.join(masking_units.MASKING_UNITS)}.")
+    if masking == "token":
+        return masking
+    if not collator.tokenizer.is_fast:
+        raise ValueError(
+            f"masking={masking!r} reads word boundaries from a fast tokenizer's word ids, which "
+            f"{type(collator.tokenizer).__name__} (a slow tokenizer) has none of; load the tokenizer with "
+            "AutoTokenizer.from_pretrained(name) (fast by default, use_fast=True), or use masking='token'."
+        )
+    if collator.return_tensors != "pt":
+        raise ValueError(f"masking={masking!r} produces PyTorch tensors only; pass return_tensors='pt'.")
+    if masking == "span":
+        if collator.max_span_length < 1:
+            raise ValueError(f"max_span_length must be at least 1 word, got {collator.max_span_length}.")
+        if not 0 < collator.span_geometric_p <= 1:
+            raise ValueError(f"span_geometric_p must lie in (0, 1], got {collator.span_geometric_p}.")
+    return masking
+
+
+def take_word_starts(examples: list[Mapping]) -> tuple[list[Mapping], list | None]:
+    """Examples without their `word_starts` column (the tokenizer cannot pad it), and the column."""
+    if not isinstance(examples[0], Mapping) or "word_starts" not in examples[0]:
+        return examples, None
+    rest = [{key: value for key, value in example.items() if key != "word_starts"} for example in examples]
+    return rest, [list(example["word_starts"]) for example in examples]
+
+
+def pad_like(word_starts: list | None, input_ids: torch.Tensor, padding_side: str) -> torch.Tensor | None:
+    if word_starts is None:
+        return None
+    padded = torch.zeros(input_ids.shape, dtype=torch.bool)
+    for row, starts in enumerate(word_starts):
+        if padding_side == "left":
+            padded[row, input_ids.shape[1] - len(starts) :] = torch.tensor(starts, dtype=torch.bool)
+        else:
+            padded[row, : len(starts)] = torch.tensor(starts, dtype=torch.bool)
+    return padded
+
+
+def offsets_word_starts(offset_mapping, special_tokens_mask, masking: str) -> torch.Tensor:
+    """Word starts from `offset_mapping`, transformers' way (a token starts a word when it does not touch the
+    previous one), for features made as `whole_word_mask=True` expects them."""
+    if offset_mapping is None:
+        raise ValueError(
+            f"masking={masking!r} needs word boundaries in the features: a `word_starts` column (as "
+            "hf_encoders.data.tokenize_documents(..., word_starts=True), the packing functions and "
+            "build_sentence_pairs(..., word_starts=True) write, or hf_encoders.data.word_start_mask(encoding.word_ids(i)) "
+            "per example) or `offset_mapping` (tokenizer(..., return_offsets_mapping=True)). With your own Trainer, "
+            "pass remove_unused_columns=False so that the column reaches the collator."
+        )
+    _, continues_word = DataCollatorForLanguageModeling._calc_word_ids_and_prob_mask(
+        to_numpy(offset_mapping), to_numpy(special_tokens_mask)
+    )
+    return torch.from_numpy(~continues_word)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from datasets import Dataset
 from transformers import PreTrainedTokenizerBase
 
 from .errors import CorpusError
+from .masking_units import word_start_mask
 
 # A sentence span: (document index, first sentence, end sentence), end excluded.
 Span = tuple[int, int, int]
@@ -77,12 +78,14 @@ def build_sentence_pairs(
     random_next_prob: float = 0.5,
     seed: int = 0,
     num_proc: int | None = None,
+    word_starts: bool = False,
 ) -> Dataset:
     """Tokenized sentence pairs with `next_sentence_label`, ready for `DataCollatorForTacl`.
 
     `documents` is a list of documents, each a list of sentences (what `documents_to_sentences` returns).
     `max_length` counts the special tokens. Columns: input_ids, attention_mask, special_tokens_mask,
-    token_type_ids (when the tokenizer makes them) and next_sentence_label.
+    token_type_ids (when the tokenizer makes them) and next_sentence_label; with `word_starts=True` also
+    word_starts (1 on each word's first token, from the fast tokenizer's word ids) for whole-word and span masking.
     """
     max_num_tokens = max_length - tokenizer.num_special_tokens_to_add(pair=True)
     if max_num_tokens < 2:
@@ -114,16 +117,23 @@ def build_sentence_pairs(
         _encode_pairs,
         batched=True,
         remove_columns=["text_a", "text_b"],
-        fn_kwargs={"tokenizer": tokenizer, "max_length": max_length},
+        fn_kwargs={"tokenizer": tokenizer, "max_length": max_length, "word_starts": word_starts},
         num_proc=num_proc,
     )
 
 
-def _encode_pairs(batch: dict[str, list], tokenizer: PreTrainedTokenizerBase, max_length: int) -> dict:
-    return tokenizer(
+def _encode_pairs(
+    batch: dict[str, list], tokenizer: PreTrainedTokenizerBase, max_length: int, word_starts: bool
+) -> dict:
+    encoding = tokenizer(
         batch["text_a"],
         batch["text_b"],
         truncation="longest_first",
         max_length=max_length,
         return_special_tokens_mask=True,
     )
+    if word_starts:
+        encoding["word_starts"] = [
+            word_start_mask(encoding.word_ids(i), encoding.sequence_ids(i)) for i in range(len(encoding["input_ids"]))
+        ]
+    return encoding

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field
 
+from ..data.masking_units import MASKING_UNITS
 from ..families import FAMILIES
 
 # Every recipe's SIZES table, in words (kept equal to them by a test; written out so that --help imports no model).
@@ -71,6 +72,19 @@ class PretrainArguments:
     )
     block_size: int = field(default=128, metadata={"help": "Tokens per training example."})
     mlm_probability: float | None = field(default=None, metadata={"help": "Masking ratio (default: the method's own)."})
+    masking: str = field(
+        default="token",
+        metadata={
+            "help": "What is masked as one unit: token (BERT), whole_word (every sub-token of a word, from the fast "
+            "tokenizer's word ids) or span (SpanBERT: Geometric(--span_geometric_p) words, at most "
+            "--max_span_length). The ratio is met in tokens either way.",
+            "choices": list(MASKING_UNITS),
+        },
+    )
+    max_span_length: int = field(default=10, metadata={"help": "--masking span: the longest span, in words."})
+    span_geometric_p: float = field(
+        default=0.2, metadata={"help": "--masking span: p of the geometric span length (0.2: 3.8 words on average)."}
+    )
     pack_documents: bool = field(
         default=False,
         metadata={

@@ -147,6 +147,12 @@ class PretrainingTrainer(Trainer):
             load_result.missing_keys[:] = [key for key in load_result.missing_keys if key not in tied]
         super()._issue_warnings_after_load(load_result)
 
+    def _set_signature_columns_if_needed(self):
+        # Word boundaries are not a model input, but whole-word and span masking read them in the collator.
+        super()._set_signature_columns_if_needed()
+        if "word_starts" not in self._signature_columns:
+            self._signature_columns.append("word_starts")
+
     def get_eval_dataloader(self, eval_dataset=None):
         if self.eval_data_collator is None:
             return super().get_eval_dataloader(eval_dataset)

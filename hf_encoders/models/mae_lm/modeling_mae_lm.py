@@ -542,11 +542,17 @@ class MaeLmForMaskedLM(StandardLogitsOutsideTraining, MaeLmPreTrainedModel):
     def set_output_embeddings(self, new_embeddings):
         self.lm_head.vocab_projection = new_embeddings
 
-    def encoder_input_mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Which positions the encoder reads: real tokens, minus the [MASK]s not kept by δ."""
+    def encoder_input_mask(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, masks_in_encoder: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Which positions the encoder reads: real tokens, minus the [MASK]s not kept by δ. `masks_in_encoder`, when
+        the collator gives it (δ decided per word or span there), says which [MASK]s stay; else δ is drawn here, per
+        token, from the config."""
         masked = input_ids == self.config.mask_token_id
         delta = self.config.mask_in_encoder_fraction
-        if delta > 0:
+        if masks_in_encoder is not None:
+            masked = masked & ~masks_in_encoder.bool()
+        elif delta > 0:
             masked = masked & (torch.rand(masked.shape, device=masked.device) >= delta)
         return attention_mask.bool() & ~masked
 
@@ -580,6 +586,7 @@ class MaeLmForMaskedLM(StandardLogitsOutsideTraining, MaeLmPreTrainedModel):
         position_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         num_items_in_batch: torch.Tensor | int | None = None,
+        masks_in_encoder: torch.Tensor | None = None,
         **kwargs,
     ) -> MaeLmMaskedLMOutput:
         batch_size, length = input_ids.shape
@@ -602,7 +609,7 @@ class MaeLmForMaskedLM(StandardLogitsOutsideTraining, MaeLmPreTrainedModel):
         # Compaction gathers each row's kept positions, so every row needs its own (a (1, L) row is broadcast).
         position_ids = position_ids.expand(batch_size, -1)
 
-        keep = self.encoder_input_mask(input_ids, attention_mask)
+        keep = self.encoder_input_mask(input_ids, attention_mask, masks_in_encoder)
         # The host reads the sizes the step's shapes follow in one go, the longest kept row and the labelled count,
         # with the count of targets left unmasked: one wait for the device, and one graph break under torch.compile.
         sizes = [keep.sum(-1).max()]

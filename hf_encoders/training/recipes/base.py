@@ -49,10 +49,12 @@ class Recipe:
     def build_model(self, args, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
         raise NotImplementedError
 
-    def build_collator(self, args, tokenizer: PreTrainedTokenizerBase):
-        """The family's collator; its own masking ratio unless `--mlm_probability` is given."""
+    def build_collator(self, args, tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel | None = None):
+        """The family's collator; its own masking ratio unless `--mlm_probability` is given. `model`, the model it
+        feeds, tells a method what the collator must decide for it (MAE-LM: δ per word or span)."""
         ratio = {} if args.mlm_probability is None else {"mlm_probability": args.mlm_probability}
-        return load(self.family.collator)(tokenizer, pad_to_multiple_of=8, **ratio)
+        unit = dict(masking=args.masking, max_span_length=args.max_span_length, span_geometric_p=args.span_geometric_p)
+        return load(self.family.collator)(tokenizer, pad_to_multiple_of=8, **ratio, **unit)
 
     def check_arguments(self, args) -> None:
         """Refuse options the method cannot honour, before the corpus is read."""
@@ -91,13 +93,21 @@ class Recipe:
                 f"{self.missing_mask_token_fix}"
             )
 
+    @staticmethod
+    def needs_word_starts(args) -> bool:
+        """Whether the dataset must carry word boundaries (a `word_starts` column) for the collator."""
+        return args.masking != "token"
+
     def callbacks(self, args) -> list[TrainerCallback]:
         return []
 
     def summary_lines(self, args) -> list[str]:
         """Method-specific lines for the model card's training summary: how it was masked, where it started, ..."""
         ratio = args.mlm_probability or load(self.family.collator).mlm_probability
-        lines = [f"- masking ratio: {ratio:.0%}"]
+        unit = {"token": "tokens", "whole_word": "whole words"}.get(
+            args.masking, f"spans of Geometric({args.span_geometric_p}) words, at most {args.max_span_length}"
+        )
+        lines = [f"- masking ratio: {ratio:.0%}", f"- masking unit: {unit}"]
         return lines + ([f"- initialised from: {args.starting_checkpoint}"] if args.starting_checkpoint else [])
 
     def card_variables(self, args) -> dict[str, str]:

@@ -48,7 +48,9 @@ class BiphasicRecipe(Recipe):
         return prepare_tokenizer(super().build_tokenizer(args, documents))
 
     def build_dataset(self, args, tokenizer, documents):
-        tokenized = tokenize_documents(documents, tokenizer, num_proc=args.preprocessing_num_workers)
+        tokenized = tokenize_documents(
+            documents, tokenizer, num_proc=args.preprocessing_num_workers, word_starts=self.needs_word_starts(args)
+        )
         return pack_llama_style(
             tokenized,
             args.block_size,

@@ -31,8 +31,18 @@ SIZES = {
 
 
 class MaeLmRecipe(Recipe):
+    def build_collator(self, args, tokenizer, model=None):
+        """With whole words or spans, δ (the config's mask_in_encoder_fraction) is decided per unit, in the collator."""
+        collator = super().build_collator(args, tokenizer, model)
+        delta = getattr(getattr(model, "config", None), "mask_in_encoder_fraction", 0.0)
+        if delta and args.masking != "token":
+            collator.mask_in_encoder_fraction = delta
+        return collator
+
     def build_dataset(self, args, tokenizer, documents):
-        tokenized = tokenize_documents(documents, tokenizer, num_proc=args.preprocessing_num_workers)
+        tokenized = tokenize_documents(
+            documents, tokenizer, num_proc=args.preprocessing_num_workers, word_starts=self.needs_word_starts(args)
+        )
         return pack_bert_style(
             tokenized,
             args.block_size,

@@ -73,7 +73,11 @@ class TaclRecipe(Recipe):
     def build_dataset(self, args, tokenizer, documents):
         sentences = documents_to_sentences(documents, source_name=args.corpus or "the embedded corpus")
         return build_sentence_pairs(
-            sentences, tokenizer, max_length=args.block_size, num_proc=args.preprocessing_num_workers
+            sentences,
+            tokenizer,
+            max_length=args.block_size,
+            num_proc=args.preprocessing_num_workers,
+            word_starts=self.needs_word_starts(args),
         )
 
     def build_model(self, args, tokenizer):
