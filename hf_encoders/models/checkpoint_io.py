@@ -107,6 +107,22 @@ def quiet_loading():
         logging.set_verbosity(verbosity)
 
 
+def check_encoder_weights(name_or_path, model, loading_info: dict, in_encoder) -> None:
+    """A ValueError when `loading_info` (from `from_pretrained(..., output_loading_info=True)`) shows encoder weights
+    missing, unexpected or mis-shaped; `in_encoder(key)` tells encoder keys from heads and poolers, which a checkpoint
+    may lack or carry unused."""
+    problems = {
+        "missing": [key for key in loading_info["missing_keys"] if in_encoder(key)],
+        "unexpected": [key for key in loading_info["unexpected_keys"] if in_encoder(key)],
+        "mis-shaped": [str(entry) for entry in loading_info["mismatched_keys"]],
+    }
+    if any(problems.values()):
+        details = "; ".join(f"{kind}: {sorted(keys)[:8]}" for kind, keys in problems.items() if keys)
+        raise ValueError(
+            f"{str(name_or_path)!r} does not fit {type(model).__name__} ({details}); is it a complete encoder checkpoint?"
+        )
+
+
 def unsharded_class(model_class: type) -> type:
     """The class FSDP2 derived `model_class` from (its bases are `(FSDPModule, own class)`), else `model_class`."""
     # Not imported: where nothing imported FSDP nothing is sharded, and some torch builds lack torch.distributed.

@@ -17,7 +17,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, PreTrainedConfig, PreTrainedModel
 from transformers.utils import logging
 
-from ..models.checkpoint_io import quiet_loading
+from ..models.checkpoint_io import check_encoder_weights, quiet_loading
 from ..models.mae_lm import MaeLmConfig, MaeLmForMaskedLM
 from ..models.mae_lm.modeling_mae_lm import CONVERTIBLE_ENCODERS
 from .model_sizes import check_config_fields
@@ -130,16 +130,7 @@ def load_source(name_or_path) -> tuple[PreTrainedModel, bool]:
     def in_encoder(key: str) -> bool:
         return key.removeprefix(prefix).startswith(("embeddings.", "encoder."))
 
-    problems = {
-        "missing": [key for key in info["missing_keys"] if in_encoder(key)],
-        "unexpected": [key for key in info["unexpected_keys"] if in_encoder(key)],
-        "mis-shaped": [str(entry) for entry in info["mismatched_keys"]],
-    }
-    if any(problems.values()):
-        details = "; ".join(f"{kind}: {sorted(keys)[:8]}" for kind, keys in problems.items() if keys)
-        raise ValueError(
-            f"{str(name_or_path)!r} does not fit {type(source).__name__} ({details}); is it a complete encoder checkpoint?"
-        )
+    check_encoder_weights(name_or_path, source, info, in_encoder)
     return source, not any(not in_encoder(key) for key in info["missing_keys"])
 
 

@@ -27,7 +27,7 @@ from transformers import (
 from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
 from transformers.utils import ModelOutput, logging
 
-from .checkpoint_io import CheckpointMixin, quiet_loading
+from .checkpoint_io import CheckpointMixin, check_encoder_weights, quiet_loading
 from .configuration_tacl import TaclConfig
 from .loss_utils import StandardLogitsOutsideTraining, check_labels_shape, labelled_rows_loss
 
@@ -294,16 +294,7 @@ class TaclForPreTraining(CheckpointMixin, StandardLogitsOutsideTraining, PreTrai
         def in_encoder(key: str) -> bool:
             return key.removeprefix(f"{student.base_model_prefix}.").startswith(encoder_parts)
 
-        problems = {
-            "missing": [key for key in info["missing_keys"] if in_encoder(key)],
-            "unexpected": [key for key in info["unexpected_keys"] if in_encoder(key)],
-            "mis-shaped": [str(entry) for entry in info["mismatched_keys"]],
-        }
-        if any(problems.values()):
-            details = "; ".join(f"{kind}: {sorted(keys)[:8]}" for kind, keys in problems.items() if keys)
-            raise ValueError(
-                f"{name_or_path!r} does not fit {type(student).__name__} ({details}); is it a complete encoder checkpoint?"
-            )
+        check_encoder_weights(name_or_path, student, info, in_encoder)
         fresh = sorted(key for key in info["missing_keys"] if not in_encoder(key))
         if fresh:
             logger.warning(fresh_heads_warning(name_or_path, fresh))
