@@ -8,7 +8,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from hf_encoders import BiphasicEncoder, MaeLmForMaskedLM, MaeLmModel
-from tests.test_compile import FORWARDS
+from tests.test_compile import FORWARDS, assert_step_compiles_at_most_twice
 from tests.test_packed_documents import documents, packed
 from tests.tiny_models import MASK_TOKEN_ID, tiny_biphasic_config, tiny_mae_lm_config
 
@@ -95,17 +95,4 @@ def test_mae_lm_flex_attention_trains_as_sdpa_on_cuda():
 def test_changing_mask_counts_compile_the_step_at_most_twice_on_cuda(name):
     """tests/test_compile.py's bound, with inductor's CUDA graphs counted."""
     build, batch = FORWARDS[name]
-    torch._dynamo.reset()
-    graphs = []
-
-    def counting_backend(graph_module, example_inputs):
-        graphs.append(graph_module)
-        return graph_module.forward
-
-    compiled = torch.compile(build().cuda(), backend=counting_backend)
-    for seed in range(4):
-        compiled(**on_cuda(batch(seed))).loss.backward()
-    assert len(graphs) <= 3
-    after_warm_up = len(graphs)
-    compiled(**on_cuda(batch(4))).loss.backward()
-    assert len(graphs) == after_warm_up
+    assert_step_compiles_at_most_twice(build().cuda(), batch, on_cuda)

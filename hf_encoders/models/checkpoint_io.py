@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from importlib import import_module
 from pathlib import Path
 
-from transformers import PreTrainedConfig
+from transformers import AutoConfig, PreTrainedConfig
 from transformers.utils import logging
 
 
@@ -105,6 +105,20 @@ def quiet_loading():
         yield
     finally:
         logging.set_verbosity(verbosity)
+
+
+def load_encoder_config(name_or_path, what_to_pass: str) -> PreTrainedConfig:
+    """The config of the encoder to start from; where none loads, a ValueError saying whether the folder exists and
+    what to pass instead (`what_to_pass`, completing "Pass ...")."""
+    try:
+        return AutoConfig.from_pretrained(name_or_path)
+    except OSError as error:
+        exists = Path(str(name_or_path)).exists()
+        place = "The folder holds no loadable config.json" if exists else "There is no such folder"
+        raise ValueError(
+            f"Cannot load an encoder from {str(name_or_path)!r}. {place}, and it did not load as a Hub model either "
+            f"({error}). Pass {what_to_pass}."
+        ) from error
 
 
 def check_encoder_weights(name_or_path, model, loading_info: dict, in_encoder) -> None:

@@ -10,14 +10,12 @@ states; the decoder is new, and the LM head is the source's MLM head where the c
 Like the causal-LM conversion (conversion.py), this lives in the package, never in the model folder checkpoints carry.
 """
 
-from pathlib import Path
-
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, PreTrainedConfig, PreTrainedModel
+from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedConfig, PreTrainedModel
 from transformers.utils import logging
 
-from ..models.checkpoint_io import check_encoder_weights, quiet_loading
+from ..models.checkpoint_io import check_encoder_weights, load_encoder_config, quiet_loading
 from ..models.mae_lm import MaeLmConfig, MaeLmForMaskedLM
 from ..models.mae_lm.modeling_mae_lm import CONVERTIBLE_ENCODERS
 from .model_sizes import check_config_fields
@@ -85,15 +83,9 @@ def from_encoder(cls, model_or_path, mask_token_id: int | None = None, **mae_lm_
 
 
 def load_source_config(name_or_path) -> PreTrainedConfig:
-    try:
-        return AutoConfig.from_pretrained(name_or_path)
-    except OSError as error:
-        exists = Path(str(name_or_path)).exists()
-        place = "The folder holds no loadable config.json" if exists else "There is no such folder"
-        raise ValueError(
-            f"Cannot load an encoder from {str(name_or_path)!r}. {place}, and it did not load as a Hub model either "
-            f"({error}). Pass the folder of a {'/'.join(CONVERTIBLE_ENCODERS)} checkpoint or the Hub name of one."
-        ) from error
+    return load_encoder_config(
+        name_or_path, f"the folder of a {'/'.join(CONVERTIBLE_ENCODERS)} checkpoint or the Hub name of one"
+    )
 
 
 def check_convertible(config: PreTrainedConfig) -> None:

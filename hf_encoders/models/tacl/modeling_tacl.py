@@ -13,13 +13,11 @@ transformers and its siblings (see hf_encoders/registration.py).
 import contextlib
 import copy
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.utils.checkpoint
 from torch import nn
 from transformers import (
-    AutoConfig,
     AutoModelForMaskedLM,
     AutoModelForPreTraining,
     PreTrainedModel,
@@ -27,7 +25,7 @@ from transformers import (
 from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
 from transformers.utils import ModelOutput, logging
 
-from .checkpoint_io import CheckpointMixin, check_encoder_weights, quiet_loading
+from .checkpoint_io import CheckpointMixin, check_encoder_weights, load_encoder_config, quiet_loading
 from .configuration_tacl import TaclConfig
 from .loss_utils import StandardLogitsOutsideTraining, check_labels_shape, labelled_rows_loss
 
@@ -263,16 +261,11 @@ class TaclForPreTraining(CheckpointMixin, StandardLogitsOutsideTraining, PreTrai
         A checkpoint without an MLM (or NSP) head, such as a sentence-embedding BERT, gets a freshly initialised
         one and a warning. Any other missing, unexpected or mis-shaped encoder weight is an error.
         """
-        try:
-            student_config = AutoConfig.from_pretrained(name_or_path)
-        except OSError as error:
-            exists = Path(str(name_or_path)).exists()
-            place = "The folder holds no loadable config.json" if exists else "There is no such folder"
-            raise ValueError(
-                f"Cannot load an encoder from {str(name_or_path)!r}. {place}, and it did not load as a Hub model either "
-                f"({error}). Pass the folder of an encoder checkpoint (config.json + weights) or the Hub name of one "
-                "(with network access, or already in the local cache)."
-            ) from error
+        student_config = load_encoder_config(
+            name_or_path,
+            "the folder of an encoder checkpoint (config.json + weights) or the Hub name of one (with network access, "
+            "or already in the local cache)",
+        )
         if type(student_config) not in MODEL_FOR_MASKED_LM_MAPPING:
             architectures = ", ".join(getattr(student_config, "architectures", None) or [])
             raise ValueError(
