@@ -18,8 +18,9 @@ from tests.tiny_models import MASK_TOKEN_ID, sample_batch, tiny_mae_lm_config
 
 
 def reference_bucket(relative: int, num_buckets: int, max_distance: int) -> int:
-    """REFERENCES.md's statement of the released code's formula, one scalar at a time, then the
-    reference's shift: minus the minimum over a table long enough to saturate."""
+    """The released code's formula (yumeng5/MAE-LM, `relative_position_bucket` in
+    fairseq/modules/transformer_sentence_encoder.py), one scalar at a time, then the reference's shift: minus the
+    minimum over a table long enough to saturate."""
     half = num_buckets // 2
     max_exact = half // 2
     distance = abs(relative)

@@ -2,7 +2,9 @@
 never imports hf_encoders (trust_remote_code=True, offline, cwd outside the repository), and in-process without
 trust_remote_code once hf_encoders is imported."""
 
+import inspect
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -35,6 +37,10 @@ def test_every_class_loads_in_a_fresh_process(model_type, tmp_path):
         assert saved_config["auto_map"] == type(config).default_auto_map, "config.json must carry the FULL auto_map"
         assert not list(path.glob("*.bin")) and (path / "model.safetensors").exists()
         assert {p.name for p in path.glob("*.py")} == model_folder_files(model_class)
+        folder = Path(inspect.getfile(model_class)).parent
+        for name in model_folder_files(model_class):  # plain files, the package's own (utils/check_copies.py)
+            assert not (path / name).is_symlink(), name
+            assert (path / name).read_bytes() == (folder / name).read_bytes(), f"the checkpoint's {name} differs"
 
     results = run_in_fresh_process(jobs, batch, tmp_path)
     for index, (auto_class, _) in enumerate(jobs):

@@ -2,8 +2,9 @@
 `save_pretrained` that writes the same checkpoint whether or not the model is sharded by FSDP2.
 
 Each model folder must stay flat (it is copied next to the weights and loaded with `trust_remote_code` where
-hf_encoders is not installed), so it cannot import a common module. This file is therefore symlinked into each
-folder as `checkpoint_io.py`; `save_pretrained` copies its content into every checkpoint as a plain sibling file.
+hf_encoders is not installed), so it cannot import a common module. Each folder therefore holds a copy of this
+file, which `save_pretrained` copies into every checkpoint. hf_encoders/models/checkpoint_io.py is the source: edit
+it, then run `python utils/check_copies.py --fix_and_overwrite` (the test suite fails while a copy differs).
 It also holds `from_package`, through which a model class reaches the conversion and export tools that the package
 keeps out of the checkpoints.
 """

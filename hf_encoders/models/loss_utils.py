@@ -1,6 +1,7 @@
 """The masked/causal LM loss and the input checks every model family of hf-encoders shares.
 
-Like checkpoint_io.py, this file is symlinked into each flat model folder and copied into every checkpoint.
+Like checkpoint_io.py, this file is copied into each flat model folder (the source is hf_encoders/models/loss_utils.py;
+`python utils/check_copies.py --fix_and_overwrite` updates the copies) and from there into every checkpoint.
 """
 
 import math

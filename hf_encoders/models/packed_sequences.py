@@ -4,7 +4,9 @@ Several documents share one row when its `position_ids` restart at 0: `DataColla
 layout (one row, no attention mask) and varlen flash attention reads it. Attention must then stay inside each
 document, so that a document gets the states it would get alone.
 
-Like loss_utils.py, this file is symlinked into each flat model folder and copied into every checkpoint.
+Like checkpoint_io.py, this file is copied into each flat model folder (the source is
+hf_encoders/models/packed_sequences.py; `python utils/check_copies.py --fix_and_overwrite` updates the copies) and
+from there into every checkpoint.
 """
 
 import torch
