@@ -23,9 +23,7 @@ METHODS = ("mlm", "mae_lm")
 
 
 def masking_arm(runner: Runner, method: str, masking: str, learning_rate: float):
-    layers = SCRATCH_LAYERS + (
-        ",decoder_num_hidden_layers=2,mask_in_encoder_fraction=0.0" if method == "mae_lm" else ""
-    )
+    layers = SCRATCH_LAYERS + (",decoder_num_hidden_layers=2" if method == "mae_lm" else "")
     return runner.pretrain(
         f"u_{method}_{masking}", "--method", method, "--masking", masking, *tokenizer(runner),
         "--model_size", "small", "--config_overrides", layers,

@@ -177,7 +177,7 @@ def run(settings: argparse.Namespace) -> None:
     shape = f"hidden_size={width},num_hidden_layers={layers},num_attention_heads={max(width // 64, 2)}"
     shape += f",intermediate_size={4 * width}"
     if settings.method == "mae_lm":
-        shape += f",decoder_num_hidden_layers={settings.decoder_layers},mask_in_encoder_fraction={settings.delta}"
+        shape += f",decoder_num_hidden_layers={settings.decoder_layers}"
     if settings.overrides:
         shape += "," + settings.overrides
     argv = [
@@ -186,6 +186,7 @@ def run(settings: argparse.Namespace) -> None:
         "--tokenizer_name", str(ROOT / "tokenizer"),
         "--model_size", "small",
         "--config_overrides", shape,
+        *(["--mask_in_encoder_fraction", str(settings.delta)] if settings.method == "mae_lm" else []),
         "--block_size", str(settings.block),
         "--per_device_train_batch_size", str(settings.batch),
         "--per_device_eval_batch_size", "64",
@@ -282,11 +283,22 @@ def masked_blocks(tokenizer, rows: int, length: int, seed: int, first_document: 
     return input_ids, input_ids.masked_fill(masked, tokenizer.mask_token_id), input_ids.masked_fill(~masked, -100)
 
 
-def output_gradient_common_mode(model, top_layer, corrupted, labels, compacted: bool) -> float:
+def kept_masks(corrupted, mask_token_id: int, delta: float | None) -> dict:
+    """MAE-LM's forward input saying which [MASK]s of `corrupted` stay in the encoder input (δ, the collator's
+    decision in a run), drawn per token from the global RNG at the point the model drew them before δ moved to the
+    collator, so the recorded probes stay reproducible; nothing for BERT (δ None) and δ = 0."""
+    import torch
+
+    if not delta:
+        return {}
+    return {"masks_in_encoder": (torch.rand(corrupted.shape) < delta) & (corrupted == mask_token_id)}
+
+
+def output_gradient_common_mode(model, top_layer, corrupted, labels, compacted: bool, delta: float | None) -> float:
     """Backpropagates the masked-LM loss of `corrupted` (without dropout, leaving the gradients in the parameters)
     and returns the share of the energy of the gradient reaching `top_layer`'s output states that lies in each
-    row's mean direction, averaged over rows: 1 when every position of a row gets the same gradient. `compacted`:
-    MAE-LM with δ = 0, whose encoder rows hold the kept tokens first, then padding, which is left out."""
+    row's mean direction, averaged over rows: 1 when every position of a row gets the same gradient. `delta`: MAE-LM's
+    δ (None for BERT). `compacted`: MAE-LM with δ = 0, whose encoder rows hold the kept tokens first, then padding, which is left out."""
     captured = {}
 
     def keep_gradient(module, args, output):
@@ -296,7 +308,8 @@ def output_gradient_common_mode(model, top_layer, corrupted, labels, compacted: 
     hook = top_layer.register_forward_hook(keep_gradient)
     training = model.training
     model.eval()
-    model(corrupted, labels=labels).loss.backward()
+    mask_token_id = getattr(model.config, "mask_token_id", None)
+    model(corrupted, labels=labels, **kept_masks(corrupted, mask_token_id, delta)).loss.backward()
     model.train(training)
     hook.remove()
     rows = captured["gradient"]
@@ -330,11 +343,11 @@ def init_probe(rows: int = 16, length: int = 128, seed: int = 0) -> dict:
         else:
             config = MaeLmConfig(
                 vocab_size=len(tokenizer), mask_token_id=tokenizer.mask_token_id, pad_token_id=0,
-                decoder_num_hidden_layers=2, mask_in_encoder_fraction=delta, **shape,
+                decoder_num_hidden_layers=2, **shape,
             )  # fmt: skip
             model = MaeLmForMaskedLM(config)
             layers, prefix = model.mae_lm.layers, "mae_lm.layers."
-        common = output_gradient_common_mode(model, layers[-1], corrupted, labels, compacted=delta == 0.0)
+        common = output_gradient_common_mode(model, layers[-1], corrupted, labels, compacted=delta == 0.0, delta=delta)
         norms = {n: p.grad.norm() for n, p in model.named_parameters() if p.grad is not None}
         first = sum(v**2 for n, v in norms.items() if n.startswith(prefix + "0.")) ** 0.5
         encoder = sum(v**2 for n, v in norms.items() if n.startswith(prefix)) ** 0.5
@@ -386,7 +399,6 @@ def collapse_probe(names: list[str], steps: int = 150, every: int = 15, seed: in
         config = MaeLmConfig(
             vocab_size=len(tokenizer), mask_token_id=tokenizer.mask_token_id, pad_token_id=0, hidden_size=128,
             num_hidden_layers=2, num_attention_heads=2, intermediate_size=512, decoder_num_hidden_layers=1,
-            mask_in_encoder_fraction=delta,
         )  # fmt: skip
         model = MaeLmForMaskedLM(config)
         # The encoder without the word embeddings, which the LM head shares.
@@ -407,7 +419,7 @@ def collapse_probe(names: list[str], steps: int = 150, every: int = 15, seed: in
                 mean = states.mean(0)
                 energy = float(mean.square().sum() / states.square().sum(-1).mean())
                 common = output_gradient_common_mode(
-                    model, model.mae_lm.layers[-1], probe_corrupted, probe_labels, compacted=delta == 0.0
+                    model, model.mae_lm.layers[-1], probe_corrupted, probe_labels, compacted=delta == 0.0, delta=delta
                 )
                 share = encoder_gradient_share(model, "mae_lm.layers.")
                 optimizer.zero_grad()
@@ -425,7 +437,9 @@ def collapse_probe(names: list[str], steps: int = 150, every: int = 15, seed: in
             rows = train_ids[torch.randint(len(train_ids), (batch,))]
             masked = torch.rand(rows.shape) < 0.15
             masked[:, [0, -1]] = False
-            loss = model(rows.masked_fill(masked, tokenizer.mask_token_id), labels=rows.masked_fill(~masked, -100)).loss
+            corrupted = rows.masked_fill(masked, tokenizer.mask_token_id)
+            kept = kept_masks(corrupted, tokenizer.mask_token_id, delta)
+            loss = model(corrupted, labels=rows.masked_fill(~masked, -100), **kept).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             optimizer.step()

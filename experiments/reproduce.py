@@ -223,7 +223,7 @@ def m_pretrained(runner: Runner) -> None:
     for delta in DELTAS:
         models[f"delta_{delta}"] = runner.pretrain(
             f"mp_delta_{delta}", "--method", "mae_lm", "--model_name_or_path", base, "--tokenizer_name", base,
-            "--config_overrides", f"mask_in_encoder_fraction={delta}", steps=runner.settings.continue_steps,
+            "--mask_in_encoder_fraction", str(delta), steps=runner.settings.continue_steps,
             learning_rate=1e-4,
         )  # fmt: skip
     runner.analyze("mp", {"minilm": Path(base), **models})
@@ -233,10 +233,10 @@ def m_pretrained(runner: Runner) -> None:
 
 
 def mae_lm_arm(runner: Runner, sweep: str, learning_rate: float, delta: float) -> Path:
-    overrides = f"{SCRATCH_LAYERS},decoder_num_hidden_layers=2,mask_in_encoder_fraction={delta}"
     return runner.pretrain(
         f"{sweep}_delta_{delta}", "--method", "mae_lm", *tokenizer(runner), "--model_size", "small",
-        "--config_overrides", overrides, steps=runner.settings.steps, learning_rate=learning_rate,
+        "--config_overrides", f"{SCRATCH_LAYERS},decoder_num_hidden_layers=2", "--mask_in_encoder_fraction",
+        str(delta), steps=runner.settings.steps, learning_rate=learning_rate,
     )  # fmt: skip
 
 

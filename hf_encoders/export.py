@@ -74,19 +74,20 @@ def export_student(
     """Write the student of a TaCL checkpoint (a Trainer output or checkpoint-N folder) as a plain checkpoint of
     its own model type, with the tokenizer, so run_glue / run_qa fine-tune it without trust_remote_code.
 
-    The tokenizer is `tokenizer` (object or path), else the one saved in `checkpoint`, else the one of the
-    encoder TaCL started from.
+    The tokenizer is `tokenizer` (object or path), else the one saved in `checkpoint` (as `hf-encoders pretrain` and
+    a Trainer given `processing_class=tokenizer` save it).
     """
-    model = TaclForPreTraining.from_pretrained(checkpoint)
     if tokenizer is None:
-        saved_with_tokenizer = (Path(checkpoint) / "tokenizer_config.json").exists()
-        tokenizer = checkpoint if saved_with_tokenizer else model.config.student_name_or_path
-        if tokenizer is None:
+        if not (Path(checkpoint) / "tokenizer_config.json").exists():
             raise ValueError(
-                f"{checkpoint} holds no tokenizer and does not name its initial encoder; pass the tokenizer."
+                f"{checkpoint} holds no tokenizer; pass export_student(..., tokenizer=...) the tokenizer of the encoder "
+                "TaCL started from (its model card names it), or save it into the checkpoint with "
+                "tokenizer.save_pretrained."
             )
+        tokenizer = checkpoint
     if not isinstance(tokenizer, PreTrainedTokenizerBase):
         tokenizer = load_tokenizer(tokenizer, fix="Pass the tokenizer of the encoder TaCL started from.")
+    model = TaclForPreTraining.from_pretrained(checkpoint)
     model.save_student(output_dir, tokenizer=tokenizer)
     return Path(output_dir)
 

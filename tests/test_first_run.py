@@ -256,11 +256,7 @@ def test_max_steps_cut_to_one_epoch_is_said_once():
         ),
         (MaeLmConfig, "decoder_num_hidden_layer=1", "(did you mean decoder_num_hidden_layers"),
         (BiphasicConfig, "hidden_size=8,rms_eps=1e-5", "BiphasicConfig has no field 'rms_eps'"),
-        (
-            MaeLmConfig,
-            "mask_in_encoder_fraction=abc",
-            "mask_in_encoder_fraction=abc: mask_in_encoder_fraction takes a float",
-        ),
+        (MaeLmConfig, "layer_norm_eps=abc", "layer_norm_eps=abc: layer_norm_eps takes a float"),
         (BertConfig, "num_hidden_layers=2.5", "num_hidden_layers=2.5: num_hidden_layers takes an int"),
         (BertConfig, "is_decoder=maybe", "is_decoder=maybe: is_decoder takes a bool"),
     ],
@@ -368,6 +364,22 @@ def test_a_loss_term_with_few_points_is_drawn_with_markers():
     plot_run(axis, history)
     markers = {line.get_label(): line.get_marker() for line in axis.lines}
     assert markers["clm_loss"] == "o" and markers["mlm_loss"] in ("None", "", None)
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        (
+            ("--config_overrides", "decoder_num_hidden_layers=1, mask_in_encoder_fraction=0.5"),
+            r"δ is no longer a model config field .*; pass --mask_in_encoder_fraction instead",
+        ),
+        (("--mask_in_encoder_fraction", "1.5"), r"--mask_in_encoder_fraction \(δ\) must lie in \[0, 1\], got 1.5"),
+    ],
+)
+def test_delta_is_a_pretrain_argument_checked_before_the_corpus_is_read(tmp_path, options, message, monkeypatch):
+    monkeypatch.setattr(mae_lm, "tokenize_documents", None)  # refused before any document is tokenised
+    with pytest.raises(ValueError, match=message):
+        main(tiny_argv(tmp_path / "out", "mae_lm", *options))
 
 
 @pytest.mark.parametrize("method", ["mlm", "mae_lm", "tacl", "biphasic"])

@@ -14,8 +14,8 @@ from hf_encoders.models.tacl import modeling_tacl
 from hf_encoders.models.tacl.modeling_tacl import token_contrastive_loss
 from tests.tiny_models import MASK_TOKEN_ID, tiny_mae_lm_config
 
-# Dropout off (flex_attention has none); δ = 0.3 keeps some [MASK]s in the encoder, drawn from the seed.
-CONFIG = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, mask_in_encoder_fraction=0.3)
+# Dropout off (flex_attention has none).
+CONFIG = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
 def use_path(model, path: str):
@@ -38,7 +38,8 @@ def flex_backward_on_cpu(monkeypatch):
 
 
 def packed_padded_batch():
-    """Three rows: two documents each (positions restart at 15), the last two padded, [MASK]s everywhere."""
+    """Three rows: two documents each (positions restart at 15), the last two padded, [MASK]s everywhere, about 30%
+    of them kept in the encoder input (δ = 0.3, as DataCollatorForMaeLm decides it)."""
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(5, 60, (3, 40), generator=generator)
     masked = torch.rand(3, 40, generator=generator) < 0.3
@@ -50,13 +51,13 @@ def packed_padded_batch():
         "attention_mask": attention_mask,
         "position_ids": positions,
         "labels": torch.where(masked & attention_mask.bool(), ids, -100),
+        "masks_in_encoder": masked & (torch.rand(3, 40, generator=generator) < 0.3),
     }
 
 
 def step(model, batch):
-    """Loss, encoder states and every gradient, δ's draw made from the same seed."""
+    """Loss, encoder states and every gradient."""
     model.zero_grad()
-    torch.manual_seed(1)
     output = model(**batch)
     output.loss.backward()
     gradients = {

@@ -1,5 +1,6 @@
 """MAE-LM: each test compares the model with an independent computation or pins a documented behaviour."""
 
+import json
 import math
 
 import pytest
@@ -7,6 +8,7 @@ import torch
 from torch import nn
 
 from hf_encoders import (
+    MaeLmConfig,
     MaeLmForMaskedLM,
     MaeLmForQuestionAnswering,
     MaeLmForSequenceClassification,
@@ -190,10 +192,10 @@ def test_num_items_in_batch_normalises_the_summed_loss():
 
 def test_delta_one_puts_every_mask_into_the_encoder():
     torch.manual_seed(0)
-    model = MaeLmForMaskedLM(tiny_mae_lm_config(mask_in_encoder_fraction=1.0)).eval()
+    model = MaeLmForMaskedLM(tiny_mae_lm_config()).eval()
     batch = sample_batch()
     with torch.no_grad():
-        scattered = model(**batch).encoder_last_hidden_state
+        scattered = model(**batch, masks_in_encoder=batch["input_ids"] == MASK_TOKEN_ID).encoder_last_hidden_state
         plain = model.mae_lm(**batch).last_hidden_state
     real = batch["attention_mask"].bool()
     torch.testing.assert_close(scattered[real], plain[real])
@@ -205,6 +207,41 @@ def test_delta_zero_hides_every_mask_from_the_encoder():
     with torch.no_grad():
         scattered = model(**batch).encoder_last_hidden_state
     assert scattered[batch["input_ids"] == MASK_TOKEN_ID].abs().max() == 0
+
+
+def test_the_model_draws_no_random_numbers_of_its_own():
+    """δ is the batch's: a forward in eval, with or without `masks_in_encoder`, leaves the global RNG untouched and
+    gives the same outputs twice."""
+    model = MaeLmForMaskedLM(tiny_mae_lm_config()).eval()
+    batch = sample_batch()
+    half = (batch["input_ids"] == MASK_TOKEN_ID) & (torch.arange(batch["input_ids"].shape[1]) % 2 == 0)
+    for kept in ({}, {"masks_in_encoder": half}):
+        state = torch.get_rng_state()
+        with torch.no_grad():
+            first, second = (model(**batch, **kept).encoder_last_hidden_state for _ in range(2))
+        assert torch.equal(torch.get_rng_state(), state)
+        torch.testing.assert_close(first, second, rtol=0, atol=0)
+
+
+def test_a_config_with_the_old_delta_field_loads_without_it_and_warns_once(tmp_path, caplog):
+    """δ left the config: a config.json written before (hf-encoders 0.2) still loads, drops the field, and says
+    once where δ went when it was not 0."""
+    from hf_encoders.models.mae_lm import configuration_mae_lm
+
+    config = tiny_mae_lm_config().to_dict()
+    for delta, folder in ((0.0, tmp_path / "zero"), (0.5, tmp_path / "half")):
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps({**config, "mask_in_encoder_fraction": delta}))
+    with caplog.at_level("WARNING", logger=configuration_mae_lm.logger.name):
+        assert not hasattr(MaeLmConfig.from_pretrained(tmp_path / "zero"), "mask_in_encoder_fraction")
+        assert not caplog.records
+        for _ in range(2):
+            loaded = MaeLmConfig.from_pretrained(tmp_path / "half")
+    assert [record.getMessage() for record in caplog.records] == [configuration_mae_lm.delta_moved_warning(0.5)]
+    assert "DataCollatorForMaeLm(..., mask_in_encoder_fraction=...)" in caplog.records[0].getMessage()
+    assert not hasattr(loaded, "mask_in_encoder_fraction")
+    loaded.save_pretrained(tmp_path / "resaved")
+    assert "mask_in_encoder_fraction" not in json.loads((tmp_path / "resaved" / "config.json").read_text())
 
 
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
@@ -312,7 +349,6 @@ def test_a_sequence_longer_than_the_position_table_is_refused():
     "overrides,message",
     [
         (dict(hidden_size=30), "not divisible"),
-        (dict(mask_in_encoder_fraction=1.5), r"\[0, 1\]"),
         (dict(relative_attention_num_buckets=7), "even"),
     ],
 )

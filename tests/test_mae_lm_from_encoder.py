@@ -95,12 +95,10 @@ def test_the_encoder_and_the_lm_head_compute_the_sources(model_type):
     assert model.config.layer_norm_eps == config.layer_norm_eps and model.config.hidden_act == config.hidden_act
 
 
-def test_options_shape_the_decoder_and_delta_but_not_the_encoder():
+def test_options_shape_the_decoder_but_not_the_encoder():
     source = BertForMaskedLM(BertConfig(**BERT_SHAPE))
-    model = MaeLmForMaskedLM.from_encoder(
-        source, mask_token_id=MASK_TOKEN_ID, decoder_num_hidden_layers=3, mask_in_encoder_fraction=0.5
-    )
-    assert len(model.decoder.layers) == 3 and model.config.mask_in_encoder_fraction == 0.5
+    model = MaeLmForMaskedLM.from_encoder(source, mask_token_id=MASK_TOKEN_ID, decoder_num_hidden_layers=3)
+    assert len(model.decoder.layers) == 3
     # Default: a third of the encoder's depth (the paper's base ratio), at least one layer.
     assert len(MaeLmForMaskedLM.from_encoder(source, mask_token_id=MASK_TOKEN_ID).decoder.layers) == 1
     with pytest.raises(ValueError, match="hidden_size come from the source encoder"):
@@ -143,13 +141,14 @@ def test_pretrain_continues_an_encoder_and_still_continues_mae_lm(tmp_path):
     output_dir = tmp_path / "mae_lm"
     argv = ["pretrain", "--method", "mae_lm", "--model_name_or_path", source_dir, "--output_dir", str(output_dir)]
     argv += ["--max_steps", "2", "--max_documents", "20", "--block_size", "32", "--per_device_train_batch_size", "2"]
-    argv += ["--config_overrides", "decoder_num_hidden_layers=2,mask_in_encoder_fraction=0.5"]
+    argv += ["--config_overrides", "decoder_num_hidden_layers=2", "--mask_in_encoder_fraction", "0.5"]
     # A zero learning rate keeps the weights where they started: the saved encoder must be the source's.
     argv += ["--learning_rate", "0", "--report_to", "none", "--save_strategy", "no", "--use_cpu", "true"]
     assert main(argv) == 0
     config = json.loads((output_dir / "config.json").read_text())
     assert config["model_type"] == "mae_lm" and config["decoder_num_hidden_layers"] == 2
-    assert config["mask_in_encoder_fraction"] == 0.5
+    assert "mask_in_encoder_fraction" not in config  # δ is the run's (the card's), not the model's
+    assert "- [MASK]s kept in the encoder input (δ): 50%" in (output_dir / "README.md").read_text()
     model = MaeLmForMaskedLM.from_pretrained(output_dir).eval()
     source = AutoModelForMaskedLM.from_pretrained(source_dir).eval()
     batch = padded_batch(0)

@@ -144,13 +144,14 @@ def test_mae_lm_removes_every_masked_sub_token_from_its_encoder(tokenizer, block
         assert torch.equal(keep, batch["labels"] == -100)
 
 
-@pytest.mark.parametrize("masking", ["whole_word", "span"])
+@pytest.mark.parametrize("masking", ["token", "whole_word", "span"])
 def test_mae_lm_delta_keeps_whole_units_in_the_encoder(masking, tokenizer, blocks):
     from hf_encoders import MaeLmForMaskedLM
     from tests.tiny_models import tiny_mae_lm_config
 
     examples = [blocks[i] for i in range(8, 40)]
     plain = DataCollatorForMaeLm(tokenizer, masking=masking, seed=2)(examples)
+    assert "masks_in_encoder" not in plain  # δ = 0: the model keeps no [MASK] without the column
     batch = DataCollatorForMaeLm(tokenizer, masking=masking, seed=2, mask_in_encoder_fraction=0.5)(examples)
     assert torch.equal(batch["labels"], plain["labels"]) and torch.equal(batch["input_ids"], plain["input_ids"])
     masked, stays = batch["labels"] != -100, batch["masks_in_encoder"]
@@ -162,15 +163,32 @@ def test_mae_lm_delta_keeps_whole_units_in_the_encoder(masking, tokenizer, block
             kept = torch.zeros(len(ids), dtype=torch.long).index_add(0, words, stays[row].long())
             labelled = torch.zeros(len(ids), dtype=torch.long).index_add(0, words, masked[row].long())
             assert torch.all((kept == 0) | (kept == labelled))
-    model = MaeLmForMaskedLM(
-        tiny_mae_lm_config(
-            vocab_size=len(tokenizer), mask_token_id=tokenizer.mask_token_id, mask_in_encoder_fraction=0.9
-        )
-    )
+    model = MaeLmForMaskedLM(tiny_mae_lm_config(vocab_size=len(tokenizer), mask_token_id=tokenizer.mask_token_id))
     keep = model.encoder_input_mask(batch["input_ids"], batch["attention_mask"], batch["masks_in_encoder"])
-    assert torch.equal(keep, ~masked | stays)  # the collator's choice, not the config's δ
-    with pytest.raises(ValueError, match="With token masking δ is the model's"):
-        DataCollatorForMaeLm(tokenizer, mask_in_encoder_fraction=0.5)
+    assert torch.equal(keep, ~masked | stays)
+    assert torch.equal(model.encoder_input_mask(batch["input_ids"], batch["attention_mask"]), ~masked)
+
+
+@pytest.mark.parametrize("masking", ["token", "span"])
+def test_mae_lm_delta_is_a_function_of_seed_epoch_and_batch(masking, tokenizer, blocks):
+    """As the masks are (data/reproducible_masking.py): the same batch keeps the same [MASK]s however often it is
+    collated, whatever the global RNG did in between; another epoch or seed chooses others."""
+    examples = [blocks[i] for i in range(8, 24)]
+    collator = DataCollatorForMaeLm(tokenizer, masking=masking, seed=3, mask_in_encoder_fraction=0.5)
+    first = collator(examples)["masks_in_encoder"]
+    torch.manual_seed(0)
+    again = DataCollatorForMaeLm(tokenizer, masking=masking, seed=3, mask_in_encoder_fraction=0.5)(examples)
+    assert torch.equal(again["masks_in_encoder"], first) and torch.equal(collator(examples)["masks_in_encoder"], first)
+    collator.epoch = 1
+    assert not torch.equal(collator(examples)["masks_in_encoder"], first)
+    reseeded = DataCollatorForMaeLm(tokenizer, masking=masking, seed=4, mask_in_encoder_fraction=0.5)(examples)
+    assert not torch.equal(reseeded["masks_in_encoder"], first)
+
+
+@pytest.mark.parametrize("delta", [-0.1, 1.5])
+def test_a_delta_outside_zero_one_is_refused(delta, tokenizer):
+    with pytest.raises(ValueError, match=r"mask_in_encoder_fraction \(δ\) must lie in \[0, 1\], got"):
+        DataCollatorForMaeLm(tokenizer, mask_in_encoder_fraction=delta)
 
 
 def test_spans_follow_spanberts_length_distribution_and_never_cross_a_document_start():
@@ -276,20 +294,16 @@ def test_pretrain_names_an_unknown_masking_unit_and_a_span_cap_below_one(tmp_pat
 
 
 def test_the_recipe_hands_the_unit_to_the_collator_and_the_card(tokenizer):
-    from hf_encoders import MaeLmForMaskedLM
     from hf_encoders.training.arguments import PretrainArguments
     from hf_encoders.training.recipes import get_recipe
-    from tests.tiny_models import tiny_mae_lm_config
 
     recipe = get_recipe("mae_lm")
-    model = MaeLmForMaskedLM(
-        tiny_mae_lm_config(
-            vocab_size=len(tokenizer), mask_token_id=tokenizer.mask_token_id, mask_in_encoder_fraction=0.3
-        )
+    span = PretrainArguments(
+        method="mae_lm", masking="span", max_span_length=4, span_geometric_p=0.5, mask_in_encoder_fraction=0.3
     )
-    span = PretrainArguments(method="mae_lm", masking="span", max_span_length=4, span_geometric_p=0.5)
-    collator = recipe.build_collator(span, tokenizer, model)
+    collator = recipe.build_collator(span, tokenizer)
     assert (collator.masking, collator.max_span_length, collator.span_geometric_p) == ("span", 4, 0.5)
-    assert collator.mask_in_encoder_fraction == 0.3  # δ per span, from the model's config
-    assert recipe.build_collator(PretrainArguments(method="mae_lm"), tokenizer, model).mask_in_encoder_fraction == 0
+    assert collator.mask_in_encoder_fraction == 0.3  # δ per span, from --mask_in_encoder_fraction
+    assert recipe.build_collator(PretrainArguments(method="mae_lm"), tokenizer).mask_in_encoder_fraction == 0
+    assert "- [MASK]s kept in the encoder input (δ): 30%" in recipe.summary_lines(span)
     assert "- masking unit: spans of Geometric(0.5) words, at most 4" in recipe.summary_lines(span)

@@ -9,9 +9,10 @@ record, never to be re-run against newer code. Each checkpoint must load
 * in a fresh process that never imports hf_encoders, with `trust_remote_code=True`, running the 0.1.0 code
   the checkpoint carries;
 
-and give the stored outputs. A biphasic checkpoint saved during the CLM phase recorded run state in its config
-(`objective: "clm"`, `mlm_probability`): the package must read it as a plain encoder (MLM by default) and drop
-that state when the model is saved again.
+and give the stored outputs. 0.1.0 also recorded run state in the configs (`RUN_STATE`: a biphasic checkpoint
+saved during the CLM phase says `objective: "clm"`, MAE-LM's carries δ, TaCL's its starting encoder): the package
+must read them as what the checkpoint is (a biphasic encoder is MLM by default) and drop that state when the
+model is saved again.
 """
 
 import json
@@ -238,15 +239,46 @@ def test_clm_phase_checkpoint_is_a_masked_lm_by_default(auto_class, tmp_path):
     assert_close_at_real_tokens(logits, mlm_logits, expected["attention_mask"], rtol=0, atol=ATOL)
 
 
-@pytest.mark.parametrize("name", ["biphasic_clm_phase", "biphasic_classifier"])
-def test_resaving_an_old_biphasic_checkpoint_drops_run_state(name, tmp_path):
-    """0.1.0 wrote `objective` and `mlm_probability` into every biphasic config.json (a classifier's too)."""
+# What 0.1.0 wrote into config.json that is run state, not what the checkpoint is: the biphasic phase and its masking
+# ratio (a classifier's config too), MAE-LM's δ (now the collator's), the encoder TaCL started from.
+RUN_STATE = {
+    "biphasic_clm_phase": ("objective", "mlm_probability"),
+    "biphasic_classifier": ("objective", "mlm_probability"),
+    "mae_lm": ("mask_in_encoder_fraction",),
+    "tacl": ("student_name_or_path",),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUN_STATE))
+def test_resaving_an_old_checkpoint_drops_run_state(name, tmp_path):
     import hf_encoders
 
     _, class_name, *_ = CASES[name][0]
-    model = getattr(hf_encoders, class_name).from_pretrained(copy_checkpoint(name, tmp_path))
+    folder = copy_checkpoint(name, tmp_path)
+    assert set(RUN_STATE[name]) <= set(json.loads((folder / "config.json").read_text()))
+    model = getattr(hf_encoders, class_name).from_pretrained(folder)
     model.save_pretrained(tmp_path / "resaved")
     config = json.loads((tmp_path / "resaved" / "config.json").read_text())
-    assert "objective" not in config and "mlm_probability" not in config, {
-        k: config.get(k) for k in ("objective", "mlm_probability")
-    }
+    assert not set(RUN_STATE[name]) & set(config), {key: config[key] for key in RUN_STATE[name] if key in config}
+
+
+def test_an_mae_lm_checkpoint_carrying_delta_loads_as_delta_zero_and_says_where_delta_went(tmp_path, caplog):
+    """δ != 0 in an old config: the package's model keeps no [MASK] in its encoder unless the batch says so (the
+    0.1.0 outputs, computed at δ = 0, on a batch with [MASK]s), and loading warns once, naming the collator's
+    argument."""
+    import hf_encoders
+
+    folder = copy_checkpoint("mae_lm", tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "mask_in_encoder_fraction": 0.25}))
+    expected = expected_outputs("mae_lm")
+    assert (expected["input_ids"] == config["mask_token_id"]).any()
+    with caplog.at_level("WARNING"):
+        model = transformers.AutoModelForMaskedLM.from_pretrained(folder)
+    assert type(model) is hf_encoders.MaeLmForMaskedLM
+    warnings = [
+        record.getMessage() for record in caplog.records if "mask_in_encoder_fraction=0.25" in record.getMessage()
+    ]
+    assert len(warnings) == 1 and "DataCollatorForMaeLm(..., mask_in_encoder_fraction=...)" in warnings[0]
+    fields = ("logits", "encoder_last_hidden_state")
+    assert_outputs(run_forward(model, input_batch(expected), {}), expected, "AutoModelForMaskedLM", {}, fields, "δ")

@@ -68,8 +68,14 @@ def test_recipe_needs_init_and_a_fitting_tokenizer(init_dir):
 
 
 def test_export_student_from_a_checkpoint(init_dir, tmp_path):
+    """The tokenizer comes from the checkpoint (saved there as Trainer saves its processing_class): the config
+    records what the model is, not which encoder the run started from."""
     model = TaclForPreTraining.from_encoder(str(init_dir)).eval()
-    model.save_pretrained(tmp_path / "checkpoint")  # no tokenizer saved: it comes from the initial encoder
+    model.save_pretrained(tmp_path / "checkpoint")
+    assert "student_name_or_path" not in (tmp_path / "checkpoint" / "config.json").read_text()
+    with pytest.raises(ValueError, match=r"holds no tokenizer; pass export_student\(\.\.\., tokenizer=\.\.\.\)"):
+        export_student(tmp_path / "checkpoint", tmp_path / "student")
+    AutoTokenizer.from_pretrained(init_dir).save_pretrained(tmp_path / "checkpoint")
     export_student(tmp_path / "checkpoint", tmp_path / "student")
     exported = AutoModelForMaskedLM.from_pretrained(tmp_path / "student").eval()
     ids = torch.tensor([[2, 10, 11, 12, 3]])

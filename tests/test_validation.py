@@ -59,6 +59,21 @@ def test_the_validation_masks_do_not_move_with_the_training_epoch(bert, tmp_path
     assert not torch.equal(trainer.data_collator(blocks)["labels"], masked_in_epoch_3)
 
 
+def test_mae_lm_keeps_the_same_masks_in_its_encoder_at_every_evaluation(bert, tmp_path):
+    """δ > 0: the evaluation collator decides which [MASK]s stay in the encoder, from the frozen epoch's seed, so
+    every evaluation scores the same inputs, whatever the training epoch and the global RNG."""
+    args = tiny_run_arguments("mae_lm", bert, mask_in_encoder_fraction=0.5)
+    trainer = build_trainer(args, tiny_training_arguments(tmp_path))
+    blocks = [trainer.eval_dataset[index] for index in range(3)]
+    kept = trainer.eval_data_collator(blocks)["masks_in_encoder"]
+    assert kept.any()
+    first = trainer.evaluate()["eval_loss"]
+    trainer.data_collator.epoch = 3
+    torch.manual_seed(1)  # the RNG the model drew δ from before it became the collator's
+    assert trainer.evaluate()["eval_loss"] == first
+    assert torch.equal(trainer.eval_data_collator(blocks)["masks_in_encoder"], kept)
+
+
 def test_held_out_documents_are_whole_documents_drawn_by_seed_and_training_keeps_its_order():
     texts = [f"Document number {index}." for index in range(30)]
     documents = Dataset.from_dict({"text": texts})

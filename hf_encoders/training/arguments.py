@@ -85,6 +85,13 @@ class PretrainArguments:
     span_geometric_p: float = field(
         default=0.2, metadata={"help": "--masking span: p of the geometric span length (0.2: 3.8 words on average)."}
     )
+    mask_in_encoder_fraction: float = field(
+        default=0.0,
+        metadata={
+            "help": "mae_lm: δ, the share of [MASK]s (decided per --masking unit) that stays in the encoder input. 0 "
+            "is MAE-LM (the paper's default), 1 is standard MLM with a decoder."
+        },
+    )
     pack_documents: bool = field(
         default=False,
         metadata={

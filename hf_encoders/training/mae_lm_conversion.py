@@ -47,7 +47,7 @@ def from_encoder(cls, model_or_path, mask_token_id: int | None = None, **mae_lm_
 
     `mask_token_id` defaults to the mask token of the tokenizer saved with the checkpoint. `mae_lm_options` are the
     MaeLmConfig fields the source does not fix: the decoder's shape (default: a third of the encoder's depth, the
-    paper's base ratio), δ (`mask_in_encoder_fraction`), the relative-bias buckets, `classifier_dropout`.
+    paper's base ratio), the relative-bias buckets, `classifier_dropout`.
     Architectures other than CONVERTIBLE_ENCODERS, and a checkpoint missing encoder weights, are refused.
     """
     check_config_fields(mae_lm_options, MaeLmConfig)

@@ -178,7 +178,7 @@ def build_trainer(
     positions = recipe.encoder(model).config.max_position_embeddings
     starts_new = not args.starting_checkpoint
     tokenizer.model_max_length = positions if starts_new else min(tokenizer.model_max_length, positions)
-    collator = recipe.build_collator(args, tokenizer, model)
+    collator = recipe.build_collator(args, tokenizer)
     # Masks from (seed, epoch, batch): a resumed run masks exactly as the uninterrupted one (data/reproducible_masking).
     collator.seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
     eval_dataset = None

@@ -1,10 +1,23 @@
 """MAE-LM configuration (Meng et al., ICLR 2024: "Representation Deficiency in Masked Language Modeling").
 
 Field names follow BERT so that every BERT-literate tool reads them; the MAE-LM additions are the shared
-relative position bias, the shallow decoder, and the δ knob of the paper's Fig. 4.
+relative position bias and the shallow decoder. The δ knob of the paper's Fig. 4 (which [MASK]s stay in the
+encoder input) is a masking decision, hence the collator's (`DataCollatorForMaeLm(mask_in_encoder_fraction=...)`).
 """
 
 from transformers import PreTrainedConfig
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
+
+
+def delta_moved_warning(delta: float) -> str:
+    return (
+        f"This MAE-LM config carries mask_in_encoder_fraction={delta} (δ), which hf-encoders 0.2 and earlier kept in the "
+        "model. δ is now the collator's: pass DataCollatorForMaeLm(..., mask_in_encoder_fraction=...) or "
+        "`hf-encoders pretrain --mask_in_encoder_fraction ...`; the model keeps no [MASK] in its encoder input "
+        "unless the batch's `masks_in_encoder` says so. The field is dropped from the config."
+    )
 
 
 class MaeLmConfig(PreTrainedConfig):
@@ -20,9 +33,6 @@ class MaeLmConfig(PreTrainedConfig):
         decoder_hidden_size, decoder_num_attention_heads, decoder_intermediate_size (`int`, optional):
             Decoder shape; default to the encoder's. A linear projection joins encoder and decoder when
             the widths differ.
-        mask_in_encoder_fraction (`float`, defaults to 0.0):
-            δ of the paper's Fig. 4: the fraction of [MASK] tokens that stays in the encoder input.
-            0 is MAE-LM, 1 is standard MLM with a decoder.
     """
 
     model_type = "mae_lm"
@@ -59,11 +69,14 @@ class MaeLmConfig(PreTrainedConfig):
     decoder_hidden_size: int | None = None
     decoder_num_attention_heads: int | None = None
     decoder_intermediate_size: int | None = None
-    mask_in_encoder_fraction: float = 0.0
     classifier_dropout: float | None = None
     tie_word_embeddings: bool = True
 
     def __post_init__(self, **kwargs):
+        # Configs written before δ moved to the collator carry it; it is run state, so they load without it.
+        delta = kwargs.pop("mask_in_encoder_fraction", 0.0)
+        if delta:
+            logger.warning_once(delta_moved_warning(delta))
         self.decoder_hidden_size = self.decoder_hidden_size or self.hidden_size
         self.decoder_num_attention_heads = self.decoder_num_attention_heads or self.num_attention_heads
         self.decoder_intermediate_size = self.decoder_intermediate_size or self.intermediate_size
@@ -85,11 +98,6 @@ class MaeLmConfig(PreTrainedConfig):
                 raise ValueError(
                     f"{part}: {width} is not divisible by {heads} heads; pick a head count that divides it."
                 )
-        if not 0.0 <= self.mask_in_encoder_fraction <= 1.0:
-            raise ValueError(
-                f"mask_in_encoder_fraction (δ) must lie in [0, 1], got {self.mask_in_encoder_fraction}: "
-                "0 is MAE-LM, 1 is standard MLM with a decoder."
-            )
         if self.relative_attention_num_buckets < 4 or self.relative_attention_num_buckets % 2:
             raise ValueError(
                 f"relative_attention_num_buckets must be an even number >= 4 (half per direction), "

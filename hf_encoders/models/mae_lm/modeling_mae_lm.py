@@ -545,15 +545,12 @@ class MaeLmForMaskedLM(StandardLogitsOutsideTraining, MaeLmPreTrainedModel):
     def encoder_input_mask(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, masks_in_encoder: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """Which positions the encoder reads: real tokens, minus the [MASK]s not kept by δ. `masks_in_encoder`, when
-        the collator gives it (δ decided per word or span there), says which [MASK]s stay; else δ is drawn here, per
-        token, from the config."""
+        """Which positions the encoder reads: real tokens, minus the [MASK]s. δ is the collator's decision
+        (`DataCollatorForMaeLm(mask_in_encoder_fraction=...)`): `masks_in_encoder` marks the [MASK]s that stay;
+        without it none does (δ = 0)."""
         masked = input_ids == self.config.mask_token_id
-        delta = self.config.mask_in_encoder_fraction
         if masks_in_encoder is not None:
             masked = masked & ~masks_in_encoder.bool()
-        elif delta > 0:
-            masked = masked & (torch.rand(masked.shape, device=masked.device) >= delta)
         return attention_mask.bool() & ~masked
 
     def encode_compacted(

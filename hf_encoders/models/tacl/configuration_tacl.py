@@ -21,9 +21,6 @@ class TaclConfig(PreTrainedConfig):
         student_config (`dict` or `PreTrainedConfig`, *optional*):
             The encoder's own configuration. The teacher is a frozen copy of the same encoder. Defaults to a
             `BertConfig`.
-        student_name_or_path (`str`, *optional*):
-            The checkpoint student and teacher were initialised from (set by `from_encoder`); recorded for the
-            model card and as the fallback source of the tokenizer on export.
         temperature (`float`, defaults to 0.01):
             τ of Eq. 1: cosine similarities are divided by it before the softmax.
         use_nsp (`bool`, *optional*):
@@ -47,7 +44,6 @@ class TaclConfig(PreTrainedConfig):
     }
 
     student_config: dict | PreTrainedConfig | None = None
-    student_name_or_path: str | None = None
     temperature: float = 0.01
     use_nsp: bool | None = None
     tacl_loss_weight: float = 1.0
@@ -56,6 +52,9 @@ class TaclConfig(PreTrainedConfig):
     exclude_padding_from_contrast: bool = True
 
     def __post_init__(self, **kwargs):
+        # hf-encoders 0.2 and earlier recorded the encoder a run started from, which is run state (the model card
+        # says it), not what the model is; such a config loads without it.
+        kwargs.pop("student_name_or_path", None)
         self.check_student_type_is_known()
         if isinstance(self.student_config, PreTrainedConfig):
             # Initialising a config resets its sub-configs' attention implementation to None. Often the config given

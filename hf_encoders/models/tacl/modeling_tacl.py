@@ -273,7 +273,7 @@ class TaclForPreTraining(CheckpointMixin, StandardLogitsOutsideTraining, PreTrai
                 "form: TaCL continues an encoder pre-trained with MLM (BERT, RoBERTa, ModernBERT, ...). Pass such an "
                 "encoder; to turn a Llama-family causal LM into an encoder use BiphasicEncoderForPreTraining.from_causal_lm."
             )
-        config = cls.config_class(student_config=student_config, student_name_or_path=str(name_or_path), **tacl_options)
+        config = cls.config_class(student_config=student_config, **tacl_options)
         auto_class = AutoModelForPreTraining if config.use_nsp else AutoModelForMaskedLM
         # transformers' loading report would repeat what is checked and said below.
         with quiet_loading():

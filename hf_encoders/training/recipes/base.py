@@ -49,9 +49,8 @@ class Recipe:
     def build_model(self, args, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
         raise NotImplementedError
 
-    def build_collator(self, args, tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel | None = None):
-        """The family's collator; its own masking ratio unless `--mlm_probability` is given. `model`, the model it
-        feeds, tells a method what the collator must decide for it (MAE-LM: δ per word or span)."""
+    def build_collator(self, args, tokenizer: PreTrainedTokenizerBase):
+        """The family's collator; its own masking ratio unless `--mlm_probability` is given."""
         ratio = {} if args.mlm_probability is None else {"mlm_probability": args.mlm_probability}
         unit = dict(masking=args.masking, max_span_length=args.max_span_length, span_geometric_p=args.span_geometric_p)
         return load(self.family.collator)(tokenizer, pad_to_multiple_of=8, **ratio, **unit)

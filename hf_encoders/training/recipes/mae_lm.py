@@ -31,13 +31,30 @@ SIZES = {
 
 
 class MaeLmRecipe(Recipe):
-    def build_collator(self, args, tokenizer, model=None):
-        """With whole words or spans, δ (the config's mask_in_encoder_fraction) is decided per unit, in the collator."""
-        collator = super().build_collator(args, tokenizer, model)
-        delta = getattr(getattr(model, "config", None), "mask_in_encoder_fraction", 0.0)
-        if delta and args.masking != "token":
-            collator.mask_in_encoder_fraction = delta
+    def check_arguments(self, args) -> None:
+        delta = args.mask_in_encoder_fraction
+        if not 0.0 <= delta <= 1.0:
+            raise ValueError(
+                f"--mask_in_encoder_fraction (δ) must lie in [0, 1], got {delta}: 0 is MAE-LM, 1 is standard MLM with "
+                "a decoder."
+            )
+        overridden = (item.partition("=")[0].strip() for item in (args.config_overrides or "").split(","))
+        if "mask_in_encoder_fraction" in overridden:
+            raise ValueError(
+                "--config_overrides mask_in_encoder_fraction=...: δ is no longer a model config field but the "
+                "collator's masking decision; pass --mask_in_encoder_fraction instead."
+            )
+        super().check_arguments(args)
+
+    def build_collator(self, args, tokenizer):
+        """δ, which [MASK]s stay in the encoder input, is decided in the collator, per masking unit."""
+        collator = super().build_collator(args, tokenizer)
+        collator.mask_in_encoder_fraction = args.mask_in_encoder_fraction
         return collator
+
+    def summary_lines(self, args) -> list[str]:
+        delta = f"- [MASK]s kept in the encoder input (δ): {args.mask_in_encoder_fraction:.0%}"
+        return [*super().summary_lines(args), delta]
 
     def build_dataset(self, args, tokenizer, documents):
         tokenized = tokenize_documents(
@@ -74,7 +91,7 @@ class MaeLmRecipe(Recipe):
     @staticmethod
     def continued_model(args, tokenizer) -> MaeLmForMaskedLM:
         """An MAE-LM checkpoint as it is; any other encoder converted by `MaeLmForMaskedLM.from_encoder`, with a new
-        decoder whose shape (and δ, the relative-bias buckets) `--config_overrides` may set."""
+        decoder whose shape (and relative-bias buckets) `--config_overrides` may set."""
         path = args.model_name_or_path
         if checkpoint_model_type(path, {}) == MaeLmConfig.model_type:
             return MaeLmForMaskedLM.from_pretrained(path)
