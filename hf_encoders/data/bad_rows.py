@@ -76,9 +76,9 @@ def _rows(files: list[str], text_column: str, versions: list):
 
 def _row(line: str, where: str, text_column: str) -> dict:
     try:
-        value = json.loads(line)
+        value = json.loads(line.rstrip("\r\n"))  # a newline inside a cut-off string is no error of its own
     except json.JSONDecodeError as error:
-        return _bad(f"{where}: not valid JSON ({error.msg} at column {error.colno})")
+        return _bad(f"{where}: not valid JSON ({error.msg}: column {error.colno})")
     if not isinstance(value, dict):
         return _bad(f"{where}: a JSON {JSON_TYPES[type(value)]}, not an object with a {text_column!r} field")
     if text_column not in value:
