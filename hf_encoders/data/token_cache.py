@@ -62,8 +62,7 @@ def write_cache(
     from .. import __version__
 
     folder = Path(folder)
-    if folder.exists() and any(folder.iterdir()):
-        raise CorpusError(f"{folder}: not empty and not a token cache; pass a new or empty folder for the cache.")
+    require_new_folder(folder)
     building = folder.parent / f".{folder.name}.building"  # a stream's blocks, before save_to_disk copies them
     if isinstance(blocks, IterableDataset):
         blocks = Dataset.from_generator(_rows_of, gen_kwargs={"stream": blocks}, cache_dir=str(building))
@@ -73,6 +72,11 @@ def write_cache(
     recorded = {**fingerprint, "hf_encoders_version": __version__, "blocks": len(blocks), "corpus": report.to_dict()}
     (folder / FINGERPRINT_FILE).write_text(json.dumps(recorded, indent=1))
     return load_from_disk(str(folder))
+
+
+def require_new_folder(folder: Path) -> None:
+    if folder.is_file() or (folder.exists() and any(folder.iterdir())):
+        raise CorpusError(f"{folder}: not empty and not a token cache; pass a new or empty folder for the cache.")
 
 
 def _rows_of(stream: IterableDataset):

@@ -15,7 +15,6 @@ from transformers.utils import logging
 
 from ..analysis import plot_training_diagnostics
 from ..data.corpus_report import CorpusReport
-from ..data.mixtures import load_corpus
 from .arguments import TRAINER_OPTION_HELP, PretrainArguments
 from .callbacks import (
     CheckpointBranchCallback,
@@ -34,7 +33,7 @@ from .output_dir import prepare_output_dir, where_line
 from .recipes import get_recipe
 from .resume import resolve_resume
 from .sentence_transformers_config import write_sentence_transformers_config
-from .tokenize import cached_blocks
+from .tokenize import cached_blocks, run_documents
 from .validation import (
     PretrainingTrainer,
     check_validation_arguments,
@@ -145,18 +144,7 @@ def training_data(recipe, args: PretrainArguments, training_args: TrainingArgume
         tokenizer, blocks, report = cached_blocks(recipe, args, training_args)
         _, validation_documents = split_validation(None, args, seed=training_args.seed)
         return TrainingData(tokenizer, blocks, validation_documents, report)
-    report = CorpusReport.for_corpus(args.corpus)
-    documents = load_corpus(
-        report.shares,
-        training_args.seed,
-        dataset_config=args.dataset_config,
-        text_column=args.text_column,
-        streaming=args.streaming,
-        skip_bad_rows=args.skip_bad_rows,
-        skipped=report.skipped,
-    )
-    if args.max_documents is not None:
-        documents = documents.take(args.max_documents)
+    documents, report = run_documents(args, training_args.seed)
     documents, validation_documents = split_validation(documents, args, seed=training_args.seed)
     tokenizer = shared_tokenizer(recipe, args, training_args, documents)
     recipe.check_tokenizer(args, tokenizer)
@@ -273,7 +261,7 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
         if any("self_similarity" in entry for entry in log_history):  # none if the data ran out before a probe
             plots.append(output_dir / "diagnostics.png")
             plot_training_diagnostics(log_history, plots[-1])
-        for line in trainer.corpus_report.lines():
+        for line in trainer.corpus_report.lines():  # at the end: a stream's shares are counted as it is read
             logger.warning(line.removeprefix("- "))
         write_card = card_writer(recipe, args, training_args, trainer.corpus_report)
         write_card(output_dir, trainer.state)

@@ -12,13 +12,20 @@ import copy
 from dataclasses import MISSING, dataclass, field, fields, make_dataclass, replace
 from pathlib import Path
 
-from datasets import Dataset
+from datasets import Dataset, IterableDataset
 from transformers import HfArgumentParser, PreTrainedTokenizerBase
 from transformers.utils import logging
 
 from ..data.corpus_report import CorpusReport
-from ..data.mixtures import load_corpus
-from ..data.token_cache import TOKENIZER_FOLDER, cache_fingerprint, is_cache, load_cache, write_cache
+from ..data.mixtures import load_corpus, parse_sources
+from ..data.token_cache import (
+    TOKENIZER_FOLDER,
+    cache_fingerprint,
+    is_cache,
+    load_cache,
+    require_new_folder,
+    write_cache,
+)
 from .arguments import PretrainArguments
 from .recipes import get_recipe
 
@@ -67,9 +74,9 @@ def run_fingerprint(recipe, args, tokenizer: PreTrainedTokenizerBase) -> dict:
     return cache_fingerprint(tokenizer, args.block_size, packing_style(recipe, args), recipe.needs_word_starts(args))
 
 
-def build_cache(recipe, args: PretrainArguments, folder: Path, seed: int) -> None:
-    """Load the corpus, make the recipe's blocks and write them, with their tokenizer and fingerprint, to `folder`."""
-    recipe.check_arguments(args)
+def run_documents(args: PretrainArguments, seed: int) -> tuple[Dataset | IterableDataset, CorpusReport]:
+    """The documents of `--corpus` (mixed with `seed` if it names several sources; bad rows checked) and the report
+    that counts what each source contributed and the rows skipped, as a run reads them."""
     report = CorpusReport.for_corpus(args.corpus)
     documents = load_corpus(
         report.shares,
@@ -82,13 +89,21 @@ def build_cache(recipe, args: PretrainArguments, folder: Path, seed: int) -> Non
     )
     if args.max_documents is not None:
         documents = documents.take(args.max_documents)
+    return documents, report
+
+
+def build_cache(recipe, args: PretrainArguments, folder: Path, seed: int) -> CorpusReport:
+    """Load the corpus, make the recipe's blocks and write them, with their tokenizer and fingerprint, to `folder`;
+    the corpus report."""
+    recipe.check_arguments(args)
+    require_new_folder(folder)  # before the corpus is tokenized, not after
+    documents, report = run_documents(args, seed)
     tokenizer = recipe.build_tokenizer(args, documents)
     recipe.check_tokenizer(args, tokenizer)
     blocks = recipe.build_dataset(args, tokenizer, documents)
     written = write_cache(folder, blocks, tokenizer, run_fingerprint(recipe, args, tokenizer), report)
     logger.info(f"Wrote {len(written):,} blocks of {args.block_size} tokens to {folder}.")
-    for line in report.lines():
-        logger.info(line)
+    return report
 
 
 def cached_blocks(recipe, args: PretrainArguments, training_args):
@@ -104,6 +119,11 @@ def cached_blocks(recipe, args: PretrainArguments, training_args):
     # Named or saved with the cache or checkpoint, the tokenizer is loaded, never trained: there are no documents.
     tokenizer = recipe.build_tokenizer(args, Dataset.from_dict({"text": []}))
     blocks, report = load_cache(folder, run_fingerprint(recipe, args, tokenizer))
+    if args.corpus is not None and parse_sources(args.corpus) != report.sources:
+        logger.warning(
+            f"--corpus {args.corpus} is not what {folder} was made from "
+            f"({','.join(f'{source.name}:{source.weight:g}' for source in report.sources)}); training on the cache."
+        )
     return tokenizer, blocks, report
 
 
@@ -114,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     if is_cache(folder):
         parser.error(f"{folder} holds a token cache already; pass a new folder, or delete that one first.")
     args = PretrainArguments(**{name: getattr(options, name) for name in BLOCK_OPTIONS})
-    build_cache(get_recipe(args.method), args, folder, seed=options.seed)
+    report = build_cache(get_recipe(args.method), args, folder, seed=options.seed)
+    for line in report.lines():
+        print(line.removeprefix("- "))
     print(f"hf-encoders tokenize: wrote the token cache {folder}; train from it with --tokenized_dir {folder}.")
     return 0
