@@ -120,7 +120,7 @@ def run_script(*argv, env=None):
         ("unknown method", "Unknown --method 'bert'; choose one of mlm, mae_lm, tacl, biphasic."),
         ("validation share out of range", "--validation_split_percentage 60 is outside (0, 50]"),
         ("malformed corpus row", "bad.jsonl:2: not valid JSON (Expecting ',' delimiter: column 14); fix or delete"),
-        ("mixture weight of 0", "--corpus bad.jsonl:0: the weight must be a positive number, not 0"),
+        ("mixture weight of 0", "bad.jsonl:0: the weight must be a positive number, not 0; leave a source out"),
     ],
 )
 def test_the_script_reports_bad_input_in_one_line_and_exits_2(case, message, tmp_path):
