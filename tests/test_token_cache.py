@@ -83,6 +83,15 @@ def test_the_cache_holds_the_blocks_pretrain_would_make(cache, bert, corpus_with
     assert cached_report.to_dict() == report.to_dict() and len(cached_report.skipped) == 1
 
 
+def test_a_streamed_corpus_makes_the_same_cache(cache, bert, corpus_with_a_bad_row, tmp_path):
+    assert main(tokenize_argv(bert, corpus_with_a_bad_row, tmp_path / "streamed", "--streaming")) == 0
+    recorded = json.loads((cache / FINGERPRINT_FILE).read_text())
+    expected = {key: recorded[key] for key in ("tokenizer", "block_size", "packing", "word_starts")}
+    streamed, _ = load_cache(tmp_path / "streamed", expected)
+    assert streamed.to_dict() == load_cache(cache, expected)[0].to_dict()
+    assert not list(tmp_path.glob(".*building"))  # the stream's intermediate copy is removed
+
+
 def test_tokenize_refuses_a_folder_holding_a_cache(cache, bert, corpus_with_a_bad_row):
     with pytest.raises(SystemExit):
         main(tokenize_argv(bert, corpus_with_a_bad_row, cache))

@@ -10,7 +10,15 @@ from functools import partial
 from pathlib import Path
 
 import torch
-from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments, set_seed
+from datasets import Dataset, IterableDataset
+from transformers import (
+    HfArgumentParser,
+    PreTrainedTokenizerBase,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+    set_seed,
+)
 from transformers.utils import logging
 
 from ..analysis import plot_training_diagnostics
@@ -126,9 +134,9 @@ def shared_tokenizer(recipe, args: PretrainArguments, training_args: TrainingArg
 
 @dataclass
 class TrainingData:
-    tokenizer: object
-    train_dataset: object
-    validation_documents: object
+    tokenizer: PreTrainedTokenizerBase
+    train_dataset: Dataset | IterableDataset
+    validation_documents: Dataset | IterableDataset | None
     corpus_report: CorpusReport
 
 
