@@ -18,6 +18,10 @@ SUBCOMMANDS = {
         "hf_encoders.training.pretrain",
         f"pre-train with {', '.join(FAMILIES)} (mlm: the BERT baseline) on Trainer",
     ),
+    "tokenize": (
+        "hf_encoders.training.tokenize",
+        "tokenize and pack a corpus once into a cache that pretrain --tokenized_dir trains from",
+    ),
     "analyze": ("hf_encoders.analysis.command", "self-similarity, effective rank and isotropy per layer, with plots"),
     "evaluate": (
         "hf_encoders.evaluation.command",

@@ -7,7 +7,9 @@ All methods run one after another in the same processes, so the interpreter and 
 once. For each method every rank writes `DIR/<method>/rank<R>.pt` (its final state_dict) and `rank<R>.json`
 (every forward's step, objective and input digest, the logged losses, and what DDP registered for gradients).
 Before training, every rank also builds an `mlm` Trainer with a tokenizer trained on the spot and writes that
-tokenizer's vocabulary digest to `DIR/tokenizer/rank<R>.json`; at the end every rank runs the CLI entry point
+tokenizer's vocabulary digest to `DIR/tokenizer/rank<R>.json`, and builds an `mae_lm` Trainer from a token cache
+that does not exist yet (`--tokenized_dir`), writing whether it built the cache and a digest of the blocks it read to
+`DIR/token_cache/rank<R>.json`; at the end every rank runs the CLI entry point
 `hf-encoders pretrain --method tacl` and writes which post-training writers it called to `DIR/cli/rank<R>.json`.
 
 Then, for FSDP2, every rank shards a tiny model of each family as accelerate does with `examples/fsdp_*.json`
@@ -186,6 +188,30 @@ def tokenizer_on_the_spot(init: str, output_dir: Path, rank: int) -> None:
     (output_dir / "tokenizer" / f"rank{rank}.json").write_text(json.dumps(record))
 
 
+def token_cache_once(init: str, output_dir: Path, rank: int) -> None:
+    """`--tokenized_dir` naming a folder with no cache yet, on every rank: records whether this rank built the cache
+    and the blocks it trains on."""
+    from hf_encoders.training import tokenize as tokenize_module
+
+    built = []
+    build_cache = tokenize_module.build_cache
+    tokenize_module.build_cache = lambda *args, **kwargs: built.append(build_cache(*args, **kwargs))
+    try:
+        trainer = build_trainer(
+            method_arguments("mae_lm", init, tokenized_dir=str(output_dir / "token_cache" / "cache")),
+            training_arguments(output_dir / "token_cache", ddp_backend="gloo"),
+        )
+    finally:
+        tokenize_module.build_cache = build_cache
+    blocks = trainer.train_dataset.to_dict()["input_ids"]
+    record = {
+        "built": len(built),
+        "blocks": len(blocks),
+        "digest": hashlib.sha256(json.dumps(blocks).encode()).hexdigest(),
+    }
+    (output_dir / "token_cache" / f"rank{rank}.json").write_text(json.dumps(record))
+
+
 def cli_pretrain(init: str, output_dir: Path, rank: int) -> None:
     """`hf-encoders pretrain --method tacl` (the CLI entry point, whole) on every rank, recording which ranks write
     the files `pretrain()` adds after `trainer.save_model()`: the loss curve, the model card, the exported student.
@@ -353,9 +379,16 @@ def main() -> None:
     options = parser.parse_args()
     rank = int(os.environ.get("RANK", 0))
     output_dir = Path(options.output_dir)
-    for method in ["tokenizer", "cli", *options.methods.split(","), *(f"fsdp-{name}" for name in FSDP_CONFIGS)]:
+    for method in [
+        "tokenizer",
+        "token_cache",
+        "cli",
+        *options.methods.split(","),
+        *(f"fsdp-{name}" for name in FSDP_CONFIGS),
+    ]:
         (output_dir / method).mkdir(parents=True, exist_ok=True)
     tokenizer_on_the_spot(options.model_name_or_path, output_dir, rank)
+    token_cache_once(options.model_name_or_path, output_dir, rank)
     for method in options.methods.split(","):
         train_one(method, options.model_name_or_path, output_dir, rank)
         print(f"rank {rank}: {method} done", flush=True)

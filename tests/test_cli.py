@@ -119,6 +119,8 @@ def run_script(*argv, env=None):
         ("output_dir is a file", "is a file; pass a folder (it is created if it does not exist)"),
         ("unknown method", "Unknown --method 'bert'; choose one of mlm, mae_lm, tacl, biphasic."),
         ("validation share out of range", "--validation_split_percentage 60 is outside (0, 50]"),
+        ("malformed corpus row", "bad.jsonl:2: not valid JSON (Expecting ',' delimiter: column 14); fix or delete"),
+        ("mixture weight of 0", "bad.jsonl:0: the weight must be a positive number, not 0; leave a source out"),
     ],
 )
 def test_the_script_reports_bad_input_in_one_line_and_exits_2(case, message, tmp_path):
@@ -126,6 +128,7 @@ def test_the_script_reports_bad_input_in_one_line_and_exits_2(case, message, tmp
     (tmp_path / "images").mkdir()
     (tmp_path / "images" / "cat.png").write_bytes(b"\x89PNG")
     (tmp_path / "a-file").write_text("not a folder")
+    (tmp_path / "bad.jsonl").write_text('{"text": "Fine."}\n{"text": "x" "y"}\n')
     corpus, output_dir, method = str(tmp_path / "empty.txt"), str(tmp_path / "out"), "mae_lm"
     if case == "folder without corpus files":
         corpus = str(tmp_path / "images")
@@ -133,6 +136,8 @@ def test_the_script_reports_bad_input_in_one_line_and_exits_2(case, message, tmp
         output_dir = str(tmp_path / "a-file")
     elif case == "unknown method":
         method = "bert"
+    elif case in ("malformed corpus row", "mixture weight of 0"):
+        corpus = str(tmp_path / "bad.jsonl") + (":0" if case == "mixture weight of 0" else "")
     argv = ["pretrain", "--method", method, "--corpus", corpus, "--output_dir", output_dir, "--report_to", "none"]
     if case == "validation share out of range":
         argv += ["--validation_split_percentage", "60", "--eval_strategy", "steps"]

@@ -98,7 +98,7 @@ def test_text_file_with_windows_line_ends(tmp_path):
 def test_jsonl_file_uses_the_text_column_and_drops_blank_rows(tmp_path):
     path = write_jsonl(
         tmp_path / "corpus.jsonl",
-        [{"body": " Kept. ", "id": 1}, {"body": "   ", "id": 2}, {"id": 3}, {"body": "Also kept.", "id": 4}],
+        [{"body": " Kept. ", "id": 1}, {"body": "   ", "id": 2}, {"body": "Also kept.", "id": 4}],
     )
     documents = load_documents(path, text_column="body")
     assert documents.column_names == ["text"]
@@ -195,13 +195,13 @@ def test_truncated_utf8_at_end_of_file(tmp_path):
 
 def test_missing_text_column_lists_the_columns(tmp_path):
     path = write_jsonl(tmp_path / "corpus.jsonl", [{"body": "One.", "id": 1}])
-    with pytest.raises(CorpusError, match=r"corpus.jsonl: no column 'text'; the columns are \['body', 'id'\]"):
+    with pytest.raises(CorpusError, match=r"corpus.jsonl:1: no field 'text'; the fields are \['body', 'id'\]"):
         load_documents(path)
 
 
 def test_text_column_that_is_not_text(tmp_path):
     path = write_jsonl(tmp_path / "corpus.jsonl", [{"body": "One.", "id": 1}])
-    with pytest.raises(CorpusError, match=r"column 'id' holds .*int64.*not text"):
+    with pytest.raises(CorpusError, match=r"corpus.jsonl:1: field 'id' holds a JSON number, not a string"):
         load_documents(path, text_column="id")
 
 

@@ -20,7 +20,7 @@ teacher never moves, and the checkpoint saved from the sharded model is the ordi
 `auto_map`, the model folder's code), loadable in a fresh process.
 
 And the entry point around Trainer under DDP: without `--tokenizer_name` every rank uses the one tokenizer the main
-process trained; `pretrain()` writes its post-training files (loss curve, card, TaCL student) on the main process
+process trained; a `--tokenized_dir` with no cache yet is built by the main process alone and read by every rank; `pretrain()` writes its post-training files (loss curve, card, TaCL student) on the main process
 only; the model card counts the tokens of every rank; TaCL's logged loss terms are means over ranks.
 """
 
@@ -221,6 +221,12 @@ def test_two_processes_match_one_process_with_the_same_global_batch(method, bert
 def test_a_tokenizer_trained_on_the_spot_is_the_same_on_every_rank(ddp_runs):
     first, second = (json.loads((ddp_runs / "tokenizer" / f"rank{rank}.json").read_text()) for rank in RANKS)
     assert first == second
+
+
+def test_only_the_main_process_builds_a_token_cache_and_every_rank_reads_it(ddp_runs):
+    first, second = records(ddp_runs, "token_cache")
+    assert (first["built"], second["built"]) == (1, 0)
+    assert first["blocks"] > 0 and first["digest"] == second["digest"]
 
 
 def test_hf_encoders_pretrain_writes_its_files_on_the_main_process_only(ddp_runs):

@@ -10,6 +10,7 @@ from pathlib import Path
 import datasets
 from datasets import Dataset, IterableDataset
 
+from .bad_rows import SkippedRows, check_bad_rows, read_jsonl
 from .embedded import embedded_documents
 from .errors import CorpusError, hub_unreachable_reason
 from .sentences import PARAGRAPH_BREAK
@@ -29,6 +30,8 @@ def load_documents(
     split: str = "train",
     text_column: str = "text",
     streaming: bool = False,
+    skip_bad_rows: bool = False,
+    skipped: SkippedRows | None = None,
 ) -> Dataset | IterableDataset:
     """The documents of `source`, one per row in a "text" column, whitespace stripped, empty ones dropped.
 
@@ -40,10 +43,13 @@ def load_documents(
         split: the split of a dataset loaded by name; local files form a single split.
         text_column: the column (JSON field) holding the documents; plain text files have no columns.
         streaming: return an `IterableDataset` that reads lazily instead of a `Dataset`.
+        skip_bad_rows: skip a malformed JSON Lines row (broken JSON, no `text_column`, text not a string) instead
+            of raising; each one skipped is tallied in `skipped` (data/bad_rows.py).
 
     Raises:
         CorpusError: the source does not exist, is not UTF-8, lacks `text_column`, holds no
-            non-blank document, or is a name that cannot be loaded (offline, say).
+            non-blank document, has a malformed JSON Lines row (naming its file and line) and `skip_bad_rows` is
+            off, or is a name that cannot be loaded (offline, say).
     """
     if source is None or source == EMBEDDED:
         documents = Dataset.from_dict({"text": embedded_documents()})
@@ -59,7 +65,9 @@ def load_documents(
             raise CorpusError(
                 f"{path}: {what} (0 bytes), so there is no document to train on; pass a corpus with text."
             )
-        raw = _load_files(files, builder, streaming)
+        raw = _load_files(files, builder, streaming, text_column)
+        if "bad_row" in (raw.column_names or ()):  # JSON Lines, read line by line: the text is in "text"
+            raw, text_column = check_bad_rows(raw, skip_bad_rows, skipped), "text"
     elif path.suffix in BUILDERS:
         raise CorpusError(f"{path}: file does not exist; check the path (relative paths start at {Path.cwd()}).")
     else:
@@ -90,10 +98,12 @@ def _builder_for(files: list[Path], path: Path) -> str:
     return builders.pop()
 
 
-def _load_files(files: list[Path], builder: str, streaming: bool) -> Dataset | IterableDataset:
+def _load_files(files: list[Path], builder: str, streaming: bool, text_column: str) -> Dataset | IterableDataset:
     if builder in _UTF8_BUILDERS:
         for file in files:
             _require_utf8(file)
+    if all(file.suffix == ".jsonl" for file in files):
+        return read_jsonl(files, text_column, streaming)
     # The text builder's paragraph mode splits on "\n\n" only; `_clean` also splits on lines of spaces.
     options = {"sample_by": "paragraph"} if builder == "text" else {}
     data_files = [str(file) for file in files]

@@ -25,7 +25,9 @@ class PretrainArguments:
         default=None,
         metadata={
             "help": "A .txt/.jsonl/.parquet file, a folder of them, or a datasets name. Default: English prose "
-            "embedded from Python's own documentation (offline)."
+            "embedded from Python's own documentation (offline). A weighted mixture: SOURCE:WEIGHT items, comma-"
+            "separated or one per --corpus flag (web.jsonl:0.7,books/:0.3; weights are relative, equal if left out).",
+            "action": "append",  # a repeated flag adds a source; __post_init__ joins them with commas
         },
     )
     dataset_config: str | None = field(
@@ -36,6 +38,21 @@ class PretrainArguments:
     )
     streaming: bool = field(
         default=False, metadata={"help": "Stream a datasets corpus instead of downloading it whole."}
+    )
+    skip_bad_rows: bool = field(
+        default=False,
+        metadata={
+            "help": "Skip a malformed JSON Lines row (broken JSON, no text field, text not a string) instead of "
+            "stopping at it; the count is logged and written to the model card."
+        },
+    )
+    tokenized_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "A token cache (hf-encoders tokenize) to train from, without tokenizing; if the folder holds none "
+            "yet, the main process makes it from --corpus first. Refused if made with another tokenizer, block size "
+            "or packing."
+        },
     )
     max_documents: int | None = field(default=None, metadata={"help": "Use only the first N documents (quick runs)."})
     tokenizer_name: str | None = field(
@@ -143,6 +160,10 @@ class PretrainArguments:
     preprocessing_num_workers: int | None = field(
         default=None, metadata={"help": "Processes for tokenisation (datasets.map)."}
     )
+
+    def __post_init__(self):
+        if isinstance(self.corpus, list):  # --corpus given more than once
+            self.corpus = ",".join(self.corpus)
 
     @property
     def starting_checkpoint(self) -> str | None:

@@ -9,6 +9,7 @@ from transformers import TrainerState
 from .callbacks import collapse
 from .loss_curves import loss_series
 
+EMBEDDED_CORPUS = "English prose embedded from Python's standard library documentation"
 TEMPLATES = Path(__file__).parent.parent / "model_cards"
 
 
@@ -58,13 +59,17 @@ def write_model_card(
     template: str | None = None,
     pipeline_tag: str | None = None,
     subfolder: str | None = None,
+    corpus_report=None,
 ) -> Path:
     """README.md in `output_dir`, from `model_cards/<template>.md` (default: the method's card).
 
     `model_id` is the Hub repository the usage snippets name (default: the folder's name, or with `subfolder` its
     parent's); `subfolder` is where the folder sits inside that repository or parent (TaCL's student).
-    `pipeline_tag` defaults to the recipe's.
+    `pipeline_tag` defaults to the recipe's. `corpus_report` (data/corpus_report.py) adds the mixture's sources,
+    weights and realised shares, and the bad rows skipped.
     """
+    sources = [args.corpus] if corpus_report is None else [source.name for source in corpus_report.sources]
+    corpus_lines = [] if corpus_report is None else corpus_report.lines()
     folder = Path(output_dir)
     card_data = ModelCardData(
         library_name="transformers",
@@ -72,7 +77,7 @@ def write_model_card(
         tags=["hf-encoders", recipe.name],
         pipeline_tag=pipeline_tag or recipe.pipeline_tag,
         base_model=hub_reference(args.starting_checkpoint),
-        datasets=hub_reference(args.corpus),
+        datasets=[name for name in map(hub_reference, sources) if name] or None,
     )
     card = ModelCard.from_template(
         card_data,
@@ -80,8 +85,10 @@ def write_model_card(
         model_id=model_id or (folder.parent if subfolder else folder).name,
         subfolder=subfolder,
         on_hub=model_id is not None,
-        corpus=args.corpus or "English prose embedded from Python's standard library documentation",
-        training_summary="\n".join([training_summary(state, tokens_per_step), *recipe.summary_lines(args)]),
+        corpus=", ".join(EMBEDDED_CORPUS if name in (None, "embedded") else name for name in sources),
+        training_summary="\n".join(
+            [training_summary(state, tokens_per_step), *recipe.summary_lines(args), *corpus_lines]
+        ),
         **recipe.card_variables(args),
     )
     path = folder / "README.md"

@@ -10,11 +10,19 @@ from functools import partial
 from pathlib import Path
 
 import torch
-from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments, set_seed
+from datasets import Dataset, IterableDataset
+from transformers import (
+    HfArgumentParser,
+    PreTrainedTokenizerBase,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+    set_seed,
+)
 from transformers.utils import logging
 
 from ..analysis import plot_training_diagnostics
-from ..data.corpus import load_documents
+from ..data.corpus_report import CorpusReport
 from .arguments import TRAINER_OPTION_HELP, PretrainArguments
 from .callbacks import (
     CheckpointBranchCallback,
@@ -33,6 +41,7 @@ from .output_dir import prepare_output_dir, where_line
 from .recipes import get_recipe
 from .resume import resolve_resume
 from .sentence_transformers_config import write_sentence_transformers_config
+from .tokenize import cached_blocks, run_documents
 from .validation import (
     PretrainingTrainer,
     check_validation_arguments,
@@ -96,7 +105,7 @@ class PretrainResult:
         return where_line(self.output_dir, self.encoder_dir, self.plots)
 
 
-def card_writer(recipe, args: PretrainArguments, training_args: TrainingArguments):
+def card_writer(recipe, args: PretrainArguments, training_args: TrainingArguments, corpus_report: CorpusReport):
     """(output_dir, TrainerState) -> README.md, for the final save and for every Hub push."""
     sequences_per_step = (
         training_args.train_batch_size * training_args.world_size * training_args.gradient_accumulation_steps
@@ -107,6 +116,7 @@ def card_writer(recipe, args: PretrainArguments, training_args: TrainingArgument
         args=args,
         model_id=training_args.hub_model_id,
         tokens_per_step=sequences_per_step * args.block_size,
+        corpus_report=corpus_report,
     )
 
 
@@ -120,6 +130,33 @@ def shared_tokenizer(recipe, args: PretrainArguments, training_args: TrainingArg
         if training_args.process_index == 0:
             recipe.build_tokenizer(args, documents).save_pretrained(folder)
         return recipe.build_tokenizer(replace(args, tokenizer_name=str(folder)), documents)
+
+
+@dataclass
+class TrainingData:
+    tokenizer: PreTrainedTokenizerBase
+    train_dataset: Dataset | IterableDataset
+    validation_documents: Dataset | IterableDataset | None
+    corpus_report: CorpusReport
+
+
+def training_data(recipe, args: PretrainArguments, training_args: TrainingArguments) -> TrainingData:
+    """The run's tokenizer, training examples and validation documents: from `--tokenized_dir` (made first if it is
+    not a cache yet), or tokenized from `--corpus` (a mixture of sources, if it names several)."""
+    if args.tokenized_dir is not None:
+        if args.validation_split_percentage is not None:
+            raise ValueError(
+                "--validation_split_percentage holds out documents of the corpus, which a token cache no longer "
+                "has: pass --validation_file PATH (tokenized with the run's tokenizer) with --tokenized_dir."
+            )
+        tokenizer, blocks, report = cached_blocks(recipe, args, training_args)
+        _, validation_documents = split_validation(None, args, seed=training_args.seed)
+        return TrainingData(tokenizer, blocks, validation_documents, report)
+    documents, report = run_documents(args, training_args.seed)
+    documents, validation_documents = split_validation(documents, args, seed=training_args.seed)
+    tokenizer = shared_tokenizer(recipe, args, training_args, documents)
+    recipe.check_tokenizer(args, tokenizer)
+    return TrainingData(tokenizer, recipe.build_dataset(args, tokenizer, documents), validation_documents, report)
 
 
 def measuring_callbacks(recipe, args: PretrainArguments, tokenizer, validation_documents) -> list[TrainerCallback]:
@@ -160,14 +197,8 @@ def build_trainer(
                 resuming=resume_from_checkpoint is not None,
             )
     set_seed(training_args.seed)  # before the model is built, so two runs with one seed start from the same weights
-    documents = load_documents(
-        args.corpus, dataset_config=args.dataset_config, text_column=args.text_column, streaming=args.streaming
-    )
-    if args.max_documents is not None:
-        documents = documents.take(args.max_documents)
-    documents, validation_documents = split_validation(documents, args, seed=training_args.seed)
-    tokenizer = shared_tokenizer(recipe, args, training_args, documents)
-    recipe.check_tokenizer(args, tokenizer)
+    data = training_data(recipe, args, training_args)
+    tokenizer, validation_documents = data.tokenizer, data.validation_documents
     model = recipe.build_model(args, tokenizer)
     check_mask_token(model, tokenizer)
     check_pad_token(recipe.encoder(model), tokenizer)
@@ -188,7 +219,7 @@ def build_trainer(
     trainer = PretrainingTrainer(
         model=model,
         args=training_args,
-        train_dataset=recipe.build_dataset(args, tokenizer, documents),
+        train_dataset=data.train_dataset,
         eval_dataset=eval_dataset,
         data_collator=collator,
         eval_data_collator=validation_collator(collator),
@@ -197,14 +228,17 @@ def build_trainer(
             MaskingEpochCallback(collator),
             NonFiniteLossCallback(),
             PreemptionCallback(),
-            CompleteUploadCallback(card_writer(recipe, args, training_args)),
+            CompleteUploadCallback(card_writer(recipe, args, training_args, data.corpus_report)),
         ],
     )
+    trainer.corpus_report = data.corpus_report  # for the final card, and the log of what the run read
     # Trainer puts the reporting integrations (TensorBoard, W&B, trackio, MLflow) before the callbacks it is given;
     # these add to the logs, so they go first, for every tracker to see what they add.
     trainer.callback_handler.callbacks[:0] = measuring_callbacks(recipe, args, tokenizer, validation_documents)
     if training_args.push_to_hub:  # Trainer has created the repository, and knows its id, by now
-        write_card = partial(card_writer(recipe, args, training_args), model_id=trainer.hub_model_id)
+        write_card = partial(
+            card_writer(recipe, args, training_args, data.corpus_report), model_id=trainer.hub_model_id
+        )
         trainer.add_callback(CheckpointBranchCallback(trainer.hub_model_id, write_card))
     return trainer
 
@@ -235,7 +269,9 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
         if any("self_similarity" in entry for entry in log_history):  # none if the data ran out before a probe
             plots.append(output_dir / "diagnostics.png")
             plot_training_diagnostics(log_history, plots[-1])
-        write_card = card_writer(recipe, args, training_args)
+        for line in trainer.corpus_report.lines():  # at the end: a stream's shares are counted as it is read
+            logger.warning(line.removeprefix("- "))
+        write_card = card_writer(recipe, args, training_args, trainer.corpus_report)
         write_card(output_dir, trainer.state)
         # Before the push, so that what the output folder's card describes (TaCL: a training state and its
         # student/ subfolder) is what the Hub receives.

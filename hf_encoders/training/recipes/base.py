@@ -22,6 +22,9 @@ class Recipe:
     perplexity_loss = "eval_loss"
     # What stops `--pack_documents`, if anything: the model must keep attention within each packed document.
     no_packed_documents: str | None = None
+    # How `build_dataset` lays tokens out in a row, in a token cache's fingerprint (a cache fits the recipes that
+    # lay them out alike: mlm and mae_lm).
+    packing_style = "its own rows"
     # The command-line fix for a tokenizer without [MASK].
     missing_mask_token_fix = (
         "pass --tokenizer_name a tokenizer that has one, or leave --tokenizer_name out to train a WordPiece tokenizer "

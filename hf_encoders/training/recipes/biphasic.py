@@ -33,6 +33,8 @@ SIZES = {
 
 
 class BiphasicRecipe(Recipe):
+    packing_style = "Llama-style blocks (documents started by BOS and ended by EOS)"
+
     def check_arguments(self, args) -> None:
         # Not the base check: this is the method --from_causal_lm is for.
         self.check_config_overrides(args)

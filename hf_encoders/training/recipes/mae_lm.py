@@ -31,6 +31,8 @@ SIZES = {
 
 
 class MaeLmRecipe(Recipe):
+    packing_style = "BERT-style blocks ([CLS] ... [SEP], documents separated by [SEP])"
+
     def check_arguments(self, args) -> None:
         delta = args.mask_in_encoder_fraction
         if not 0.0 <= delta <= 1.0:

@@ -38,6 +38,7 @@ def student_length_limit(encoder: str) -> int | None:
 class TaclRecipe(Recipe):
     # The output folder is a training state, which no pipeline runs; its student is a fill-mask model.
     pipeline_tag = None
+    packing_style = "sentence pairs (BERT's next-sentence prediction)"
     perplexity_loss = "eval_mlm_loss"  # eval_loss adds the contrastive and NSP terms
     no_packed_documents = (
         "TaCL trains on sentence pairs (with next-sentence prediction for BERT students), one pair per row, and its "

@@ -1,0 +1,51 @@
+"""What a run read from its corpus, for the logs and the model card: each source with its weight and realised share,
+and the bad rows skipped. A token cache keeps its report, so a run from the cache states what the cache was made of."""
+
+from dataclasses import dataclass, field
+
+from .bad_rows import SkippedRows
+from .mixtures import Source, SourceShares, parse_sources
+
+
+@dataclass
+class CorpusReport:
+    shares: SourceShares
+    skipped: SkippedRows = field(default_factory=SkippedRows)
+
+    @classmethod
+    def for_corpus(cls, spec: str | None) -> "CorpusReport":
+        """An empty report for `--corpus spec`, which loading the corpus fills in."""
+        return cls(SourceShares(parse_sources(spec)))
+
+    @property
+    def sources(self) -> list[Source]:
+        return self.shares.sources
+
+    def lines(self) -> list[str]:
+        """Lines of the card's training summary: the mixture (if several sources) and the skipped rows (if any)."""
+        lines = [f"- source {line}" for line in self.shares.lines()] if len(self.sources) > 1 else []
+        if len(self.skipped):
+            lines.append(
+                f"- bad rows skipped (--skip_bad_rows): {len(self.skipped):,}, the first: {self.skipped.first_reason}"
+            )
+        return lines
+
+    def to_dict(self) -> dict:
+        return {
+            "sources": [[source.name, source.weight] for source in self.sources],
+            "rows": [self.shares.rows[index] for index in range(len(self.sources))],
+            "sizes": [self.shares.sizes[index] for index in range(len(self.sources))],
+            "unit": self.shares.unit,
+            "skipped_rows": len(self.skipped),
+            "first_skipped_row": self.skipped.first_reason,
+        }
+
+    @classmethod
+    def from_dict(cls, recorded: dict) -> "CorpusReport":
+        shares = SourceShares([Source(name, weight) for name, weight in recorded["sources"]])
+        shares.rows.update(dict(enumerate(recorded["rows"])))
+        shares.sizes.update(dict(enumerate(recorded["sizes"])))
+        shares.unit = recorded["unit"]
+        skipped = SkippedRows()
+        skipped.recorded, skipped.first_reason = recorded["skipped_rows"], recorded["first_skipped_row"]
+        return cls(shares, skipped)

@@ -1,0 +1,112 @@
+"""A pre-tokenized cache: a corpus's packed blocks written once, as an Arrow dataset, for every rank and run to read.
+
+A cache folder holds the blocks (`Dataset.save_to_disk`), `tokenizer/` (the tokenizer that made them) and
+`hf_encoders_cache.json`, its fingerprint: what the blocks depend on (the tokenizer's content hash, the block size, the
+packing style, whether word boundaries are stored), the package version that wrote it and the corpus report (sources,
+weights, realised shares, bad rows skipped). The fingerprint is written last, so a folder without one is an
+unfinished cache. A run whose tokenizer, block size or packing differs from the cache's is refused, with what differs.
+"""
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from datasets import Dataset, IterableDataset, load_from_disk
+from transformers import PreTrainedTokenizerBase
+
+from .corpus_report import CorpusReport
+from .errors import CorpusError
+
+FINGERPRINT_FILE = "hf_encoders_cache.json"
+TOKENIZER_FOLDER = "tokenizer"
+# What the blocks depend on, in the words of the refusal.
+CHECKED = {"tokenizer": "tokenizer (content hash)", "block_size": "block size", "packing": "packing"}
+
+
+def tokenizer_hash(tokenizer: PreTrainedTokenizerBase) -> str:
+    """A hash of what turns text into ids: vocabulary, special tokens and, for a fast tokenizer, its normalizer,
+    pre-tokenizer and model (merges included); not its settings (truncation, model_max_length)."""
+    content = {"vocab": sorted(tokenizer.get_vocab().items()), "special_tokens": tokenizer.special_tokens_map}
+    if tokenizer.is_fast:
+        pipeline = json.loads(tokenizer.backend_tokenizer.to_str())
+        content.update({part: pipeline.get(part) for part in ("normalizer", "pre_tokenizer", "model")})
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def cache_fingerprint(
+    tokenizer: PreTrainedTokenizerBase, block_size: int, packing: str, word_starts: bool
+) -> dict[str, str | int | bool]:
+    """What a run needs its blocks to be made with; `packing` names the style ("BERT-style blocks", ...)."""
+    return {
+        "tokenizer": tokenizer_hash(tokenizer),
+        "block_size": block_size,
+        "packing": packing,
+        "word_starts": word_starts,
+    }
+
+
+def is_cache(folder: str | Path) -> bool:
+    return (Path(folder) / FINGERPRINT_FILE).is_file()
+
+
+def write_cache(
+    folder: str | Path,
+    blocks: Dataset | IterableDataset,
+    tokenizer: PreTrainedTokenizerBase,
+    fingerprint: dict,
+    report: CorpusReport,
+) -> Dataset:
+    """Save `blocks` (a stream is written as it is read), their tokenizer and fingerprint in `folder`; the saved
+    blocks, read back."""
+    from .. import __version__
+
+    folder = Path(folder)
+    require_new_folder(folder)
+    building = folder.parent / f".{folder.name}.building"  # a stream's blocks, before save_to_disk copies them
+    if isinstance(blocks, IterableDataset):
+        blocks = Dataset.from_generator(_rows_of, gen_kwargs={"stream": blocks}, cache_dir=str(building))
+    blocks.save_to_disk(str(folder))
+    shutil.rmtree(building, ignore_errors=True)
+    tokenizer.save_pretrained(folder / TOKENIZER_FOLDER)
+    recorded = {**fingerprint, "hf_encoders_version": __version__, "blocks": len(blocks), "corpus": report.to_dict()}
+    (folder / FINGERPRINT_FILE).write_text(json.dumps(recorded, indent=1))
+    return load_from_disk(str(folder))
+
+
+def require_new_folder(folder: Path) -> None:
+    if folder.is_file() or (folder.exists() and any(folder.iterdir())):
+        raise CorpusError(f"{folder}: not empty and not a token cache; pass a new or empty folder for the cache.")
+
+
+def _rows_of(stream: IterableDataset):
+    yield from stream
+
+
+def read_fingerprint(folder: str | Path) -> dict:
+    path = Path(folder) / FINGERPRINT_FILE
+    if not path.is_file():
+        raise CorpusError(
+            f"{folder}: not a token cache (no {FINGERPRINT_FILE}); make one with `hf-encoders tokenize --output_dir "
+            f"{folder}`, or pass --corpus to pretrain from text."
+        )
+    return json.loads(path.read_text())
+
+
+def load_cache(folder: str | Path, expected: dict) -> tuple[Dataset, CorpusReport]:
+    """The blocks of the cache in `folder` and its corpus report; `CorpusError` naming every difference between the
+    cache's fingerprint and `expected` (a run's)."""
+    recorded = read_fingerprint(folder)
+    differences = [
+        f"{words} {recorded.get(key)!r} where this run has {expected[key]!r}"
+        for key, words in CHECKED.items()
+        if recorded.get(key) != expected[key]
+    ]
+    if expected["word_starts"] and not recorded.get("word_starts"):
+        differences.append("no word boundaries, which whole-word and span masking need (tokenize with --masking)")
+    if differences:
+        raise CorpusError(
+            f"--tokenized_dir {folder} was made with {'; '.join(differences)}. Make a cache with this run's "
+            "options (hf-encoders tokenize), or run with the cache's."
+        )
+    return load_from_disk(str(folder)), CorpusReport.from_dict(recorded["corpus"])
