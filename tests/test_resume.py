@@ -43,22 +43,23 @@ def method_arguments(method: str, bert_init: str, **overrides) -> PretrainArgume
     )
     if method == "biphasic":
         extra["phases"] = "clm:0.5,mlm:0.5"  # the switch (step 3) comes before the kill
-    return PretrainArguments(method=method, max_documents=40, vocab_size=300, block_size=32, **{**extra, **overrides})
+    settings = dict(method=method, max_documents=40, vocab_size=300, block_size=32, **extra)
+    return PretrainArguments(**{**settings, **overrides})
 
 
-def training_arguments(output_dir) -> TrainingArguments:
+def training_arguments(output_dir, **overrides) -> TrainingArguments:
     return TrainingArguments(
         output_dir=str(output_dir),
         max_steps=MAX_STEPS,
         save_steps=SAVE_STEPS,
         logging_steps=1,
-        per_device_train_batch_size=4,
         learning_rate=1e-3,
         report_to="none",
         use_cpu=True,
         seed=0,
         dataloader_pin_memory=False,
         disable_tqdm=True,
+        **{"per_device_train_batch_size": 4, **overrides},
     )
 
 
@@ -166,3 +167,57 @@ def test_seeded_masks_depend_on_seed_epoch_and_batch_only(collator_name):
     assert torch.equal(masked_ids(), first)
     collator.epoch = 1
     assert not torch.equal(masked_ids(), first), "a new epoch draws new masks"
+
+
+class RecordedBatches:
+    """The batches a trainer trains on (its `compute_loss` inputs), and how many its collator made."""
+
+    def __init__(self, trainer):
+        self.trained, self.collated = [], 0
+        compute_loss, collator = trainer.compute_loss, trainer.data_collator
+
+        def recording_compute_loss(model, inputs, *args, **kwargs):
+            self.trained.append({key: inputs[key].clone() for key in ("input_ids", "labels")})
+            return compute_loss(model, inputs, *args, **kwargs)
+
+        def counting_collator(examples):
+            self.collated += 1
+            return collator(examples)
+
+        trainer.compute_loss, trainer.data_collator = recording_compute_loss, counting_collator
+
+
+def assert_same_batches(got: list[dict], expected: list[dict]) -> None:
+    assert len(got) == len(expected)
+    for step, (a, b) in enumerate(zip(got, expected)):
+        assert all(torch.equal(a[key], b[key]) for key in a), f"batch {step} differs"
+
+
+# One document packs into 15 blocks: 3 batches of 5 (the checkpoint, step 4, lies in the stream's second pass) or 4
+# of 4 (the checkpoint comes at the end of the first pass).
+@pytest.mark.parametrize("workers, max_documents, batch_size", [(0, 40, 4), (1, 40, 4), (0, 1, 5), (0, 1, 4)])
+def test_a_streamed_run_resumes_from_the_stream_state_without_replay(
+    workers, max_documents, batch_size, bert_init, tmp_path
+):
+    args = method_arguments("mae_lm", bert_init, streaming=True, max_documents=max_documents)
+    loading = dict(dataloader_num_workers=workers, per_device_train_batch_size=batch_size)
+    uninterrupted = build_trainer(args, training_arguments(tmp_path / "a", **loading))
+    expected = RecordedBatches(uninterrupted)
+    uninterrupted.train()
+
+    killed = build_trainer(args, training_arguments(tmp_path / "b", **loading))
+    killed.add_callback(KillAt(KILLED_AT))
+    with pytest.raises(KeyboardInterrupt):
+        killed.train()
+    checkpoint = resolve_resume(True, tmp_path / "b")
+    resumed = build_trainer(args, training_arguments(tmp_path / "b", **loading), resume_from_checkpoint=checkpoint)
+    got = RecordedBatches(resumed)
+    resumed.train(resume_from_checkpoint=checkpoint)
+
+    saved_at = KILLED_AT - KILLED_AT % SAVE_STEPS
+    assert_same_batches(got.trained, expected.trained[saved_at:])
+    if workers == 0:  # Trainer's replay would collate the batches it skips again (workers collate out of sight)
+        assert got.collated == expected.collated - saved_at
+    assert logged(resumed) == logged(uninterrupted)
+    for (name, before), after in zip(uninterrupted.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(before, after), name
