@@ -7,7 +7,8 @@ All methods run one after another in the same processes, so the interpreter and 
 once. For each method every rank writes `DIR/<method>/rank<R>.pt` (its final state_dict) and `rank<R>.json`
 (every forward's step, objective and input digest, the logged losses, and what DDP registered for gradients).
 Before training, every rank also builds an `mlm` Trainer with a tokenizer trained on the spot and writes that
-tokenizer's vocabulary digest to `DIR/tokenizer/rank<R>.json`; at the end every rank runs the CLI entry point
+tokenizer's vocabulary digest to `DIR/tokenizer/rank<R>.json`, and trains `mlm` on a streamed corpus (`--streaming`),
+writing the documents of its part of the stream and the blocks it trained on to `DIR/streamed/rank<R>.json`; at the end every rank runs the CLI entry point
 `hf-encoders pretrain --method tacl` and writes which post-training writers it called to `DIR/cli/rank<R>.json`.
 
 Then, for FSDP2, every rank shards a tiny model of each family as accelerate does with `examples/fsdp_*.json`
@@ -33,10 +34,12 @@ from torch.distributed.tensor import DTensor
 from transformers import BertConfig, TrainerCallback, TrainingArguments
 
 from hf_encoders import FAMILIES, BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclForPreTraining
+from hf_encoders.data.corpus import load_documents
 from hf_encoders.training import pretrain as pretrain_module
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.pretrain import build_trainer
 from hf_encoders.training.recipes.tacl import TaclRecipe
+from hf_encoders.training.streaming import stream_for_this_rank
 from tests.tiny_models import (
     BERT_SHAPE,
     MASK_TOKEN_ID,
@@ -49,6 +52,7 @@ from tests.tiny_models import (
 
 METHODS = tuple(FAMILIES)
 MAX_STEPS = 4
+STREAMED_DOCUMENTS = 9  # split over 2 ranks: 5 and 4
 PHASES = "clm:0.5,mlm:0.5"  # biphasic switches to MLM at step 2 of 4
 # No dropout anywhere: the single-process reference draws its dropout masks in a different order than two ranks
 # started from one seed, so with dropout the runs could only agree statistically.
@@ -67,7 +71,8 @@ def method_arguments(method: str, init: str, **overrides) -> PretrainArguments:
         extra["config_overrides"] += f",{NO_DROPOUT}"
     if method == "biphasic":
         extra["phases"] = PHASES  # Llama attention_dropout is 0.0 by default
-    return PretrainArguments(method=method, max_documents=40, vocab_size=300, block_size=32, **{**extra, **overrides})
+    settings = dict(method=method, max_documents=40, vocab_size=300, block_size=32, **extra)
+    return PretrainArguments(**{**settings, **overrides})
 
 
 def training_arguments(output_dir, per_device: int = 2, accumulation: int = 1, **overrides) -> TrainingArguments:
@@ -184,6 +189,31 @@ def tokenizer_on_the_spot(init: str, output_dir: Path, rank: int) -> None:
     vocab = sorted(trainer.processing_class.get_vocab().items())
     record = {"size": len(vocab), "vocab": hashlib.sha256(json.dumps(vocab).encode()).hexdigest()}
     (output_dir / "tokenizer" / f"rank{rank}.json").write_text(json.dumps(record))
+
+
+def streamed(init: str, output_dir: Path, rank: int) -> None:
+    """`hf-encoders pretrain --streaming` (mlm): the documents of this rank's part of the stream, and the blocks it
+    trained on, unmasked (labels where masked, the input elsewhere: mlm keeps every other token), beside the first
+    blocks of its own packed stream."""
+    folder = output_dir / "streamed"
+    training_args = training_arguments(folder, ddp_backend="gloo")
+    trainer = build_trainer(
+        method_arguments("mlm", init, streaming=True, max_documents=STREAMED_DOCUMENTS), training_args
+    )
+    own_documents = stream_for_this_rank(load_documents(streaming=True).take(STREAMED_DOCUMENTS), training_args)
+    trained = []
+    compute_loss = trainer.compute_loss
+
+    def recording_compute_loss(model, inputs, *args, **kwargs):
+        unmasked = torch.where(inputs["labels"] != -100, inputs["labels"], inputs["input_ids"])
+        trained.extend(unmasked.tolist())
+        return compute_loss(model, inputs, *args, **kwargs)
+
+    trainer.compute_loss = recording_compute_loss
+    trainer.train()
+    own_blocks = [block["input_ids"] for block, _ in zip(trainer.train_dataset, trained)]
+    record = {"documents": [row["text"] for row in own_documents], "trained": trained, "own_blocks": own_blocks}
+    (folder / f"rank{rank}.json").write_text(json.dumps(record))
 
 
 def cli_pretrain(init: str, output_dir: Path, rank: int) -> None:
@@ -353,9 +383,16 @@ def main() -> None:
     options = parser.parse_args()
     rank = int(os.environ.get("RANK", 0))
     output_dir = Path(options.output_dir)
-    for method in ["tokenizer", "cli", *options.methods.split(","), *(f"fsdp-{name}" for name in FSDP_CONFIGS)]:
+    for method in [
+        "tokenizer",
+        "streamed",
+        "cli",
+        *options.methods.split(","),
+        *(f"fsdp-{name}" for name in FSDP_CONFIGS),
+    ]:
         (output_dir / method).mkdir(parents=True, exist_ok=True)
     tokenizer_on_the_spot(options.model_name_or_path, output_dir, rank)
+    streamed(options.model_name_or_path, output_dir, rank)
     for method in options.methods.split(","):
         train_one(method, options.model_name_or_path, output_dir, rank)
         print(f"rank {rank}: {method} done", flush=True)

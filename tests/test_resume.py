@@ -48,19 +48,20 @@ def method_arguments(method: str, bert_init: str, **overrides) -> PretrainArgume
 
 
 def training_arguments(output_dir, **overrides) -> TrainingArguments:
-    return TrainingArguments(
+    settings = dict(
         output_dir=str(output_dir),
         max_steps=MAX_STEPS,
         save_steps=SAVE_STEPS,
         logging_steps=1,
+        per_device_train_batch_size=4,
         learning_rate=1e-3,
         report_to="none",
         use_cpu=True,
         seed=0,
         dataloader_pin_memory=False,
         disable_tqdm=True,
-        **{"per_device_train_batch_size": 4, **overrides},
     )
+    return TrainingArguments(**{**settings, **overrides})
 
 
 def logged(trainer, key="loss") -> dict[int, float]:
@@ -220,4 +221,24 @@ def test_a_streamed_run_resumes_from_the_stream_state_without_replay(
         assert got.collated == expected.collated - saved_at
     assert logged(resumed) == logged(uninterrupted)
     for (name, before), after in zip(uninterrupted.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(before, after), name
+
+
+def test_a_finished_streamed_run_continues_its_stream_with_more_steps(bert_init, tmp_path):
+    """Resumed from its last checkpoint with a larger --max_steps: Trainer's epoch for a stream is max_steps steps,
+    so the checkpoint says epoch 1.0; the stream and the masks still go on where they were."""
+    args = method_arguments("mae_lm", bert_init, streaming=True)
+    constant = dict(lr_scheduler_type="constant")  # the schedule would otherwise depend on max_steps
+    uninterrupted = build_trainer(args, training_arguments(tmp_path / "a", **constant))
+    expected = RecordedBatches(uninterrupted)
+    uninterrupted.train()
+
+    build_trainer(args, training_arguments(tmp_path / "b", max_steps=SAVE_STEPS, **constant)).train()
+    checkpoint = str(tmp_path / "b" / f"checkpoint-{SAVE_STEPS}")
+    continued = build_trainer(args, training_arguments(tmp_path / "b", **constant), resume_from_checkpoint=checkpoint)
+    got = RecordedBatches(continued)
+    continued.train(resume_from_checkpoint=checkpoint)
+
+    assert_same_batches(got.trained, expected.trained[SAVE_STEPS:])
+    for (name, before), after in zip(uninterrupted.model.state_dict().items(), continued.model.state_dict().values()):
         assert torch.equal(before, after), name

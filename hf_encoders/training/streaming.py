@@ -106,13 +106,13 @@ class StreamingPretrainingTrainer(PretrainingTrainer):
         epochs_trained, steps_trained_in_current_epoch = super()._init_training_state(*args, **kwargs)
         if self.stream_state is not None:
             # Trainer cannot know a stream's length, so it counts max_steps steps to an epoch and would resume in epoch
-            # 0; the epoch is the stream's pass (see _run_epoch), which datasets restores a position into only when it
-            # is the saved one.
-            epochs_trained = int(self.state.epoch)
-            if self.stream_state.get("_iterator_finished"):  # saved after the pass's last batch: the next one starts
+            # 0 (or 1, from a run's last step); the epoch is the stream's pass (see _run_epoch), which datasets restores
+            # a position into only when it is the saved one.
+            epochs_trained = self.stream_state["epoch"]
+            if self.stream_state["loader"].get("_iterator_finished"):  # saved after the pass's last batch
                 epochs_trained += 1
-                self.state.epoch = epochs_trained  # as _run_epoch would have set it, had the run gone on
                 self.stream_state = None
+            self.state.epoch = epochs_trained  # what the masks' epoch reads (MaskingEpochCallback)
         return epochs_trained, steps_trained_in_current_epoch
 
     def _run_epoch(self, *, epoch: int, **kwargs) -> None:
@@ -127,12 +127,13 @@ class StreamingPretrainingTrainer(PretrainingTrainer):
         """Every rank saves its stream's position with its RNG state: both are written before trainer_state.json, which
         marks a checkpoint complete (training/resume.py)."""
         super()._save_rng_state(output_dir)
-        state = self.stream_loader.state_dict()
+        # The loader's iteration is the epoch Trainer set (set_epoch) for the pass under way.
+        state = {"epoch": self.stream_loader.iteration, "loader": self.stream_loader.state_dict()}
         stream_state_file(output_dir, self.args.process_index).write_text(json.dumps(state))
 
     def _load_rng_state(self, checkpoint: str | None) -> None:
         """Trainer restores the RNG state just before it iterates the resumed epoch's loader: the stream's position too."""
         super()._load_rng_state(checkpoint)
         if self.stream_state is not None:
-            self.stream_loader.load_state_dict(self.stream_state)
+            self.stream_loader.load_state_dict(self.stream_state["loader"])
             self.stream_state = None  # once: a later epoch starts its pass from the beginning
