@@ -76,7 +76,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--block_size", type=int, default=128)
     options = parser.parse_args()
-    logging.set_verbosity_error()  # the replay's warning that the checkpoint holds no stream position is expected
+    logging.set_verbosity_error()  # Trainer's notes on every resume would drown the table
     folder = Path(tempfile.mkdtemp())
     # Paragraphs: the first batch any resume reads and packs (data/packing.py's DOCUMENTS_PER_BATCH documents) is then
     # a small part of the corpus, as in a real one.

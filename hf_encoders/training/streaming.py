@@ -45,7 +45,7 @@ def stream_state_file(checkpoint: str | Path, rank: int) -> Path:
 class StreamingPretrainingTrainer(PretrainingTrainer):
     """`PretrainingTrainer` on a `datasets.IterableDataset` that checkpoints the stream's position and resumes from it.
 
-    A checkpoint without the state (written with `--save_only_model`, or before hf-encoders 0.3) is resumed Trainer's
+    A checkpoint without the state (written with `--save_only_model`, or by hf-encoders 0.2) is resumed Trainer's
     way, by replaying the stream, with a warning.
     """
 
