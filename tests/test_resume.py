@@ -1,6 +1,7 @@
 """A run killed between checkpoints and resumed continues exactly: same losses, same final weights, the biphasic
 phase included; a checkpoint left half-written by the kill is never resumed from."""
 
+import logging
 import os
 import signal
 
@@ -12,6 +13,7 @@ from hf_encoders.families import FAMILIES
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.pretrain import build_trainer
 from hf_encoders.training.resume import last_complete_checkpoint, resolve_resume
+from hf_encoders.training.streaming import stream_state_file
 from tests.tiny_models import save_tiny_bert, tiny_tokenizer
 
 MAX_STEPS, SAVE_STEPS, KILLED_AT = 6, 2, 5
@@ -242,3 +244,21 @@ def test_a_finished_streamed_run_continues_its_stream_with_more_steps(bert_init,
     assert_same_batches(got.trained, expected.trained[SAVE_STEPS:])
     for (name, before), after in zip(uninterrupted.model.state_dict().items(), continued.model.state_dict().values()):
         assert torch.equal(before, after), name
+
+
+def test_a_streamed_checkpoint_without_its_position_is_replayed_with_a_warning(bert_init, tmp_path, caplog):
+    """A checkpoint saved with --save_only_model, or by hf-encoders 0.2, holds no stream position: Trainer's replay."""
+    args = method_arguments("mae_lm", bert_init, streaming=True)
+    uninterrupted = build_trainer(args, training_arguments(tmp_path / "a"))
+    expected = RecordedBatches(uninterrupted)
+    uninterrupted.train()
+
+    checkpoint = tmp_path / "a" / f"checkpoint-{SAVE_STEPS * 2}"
+    stream_state_file(checkpoint, rank=0).unlink()
+    resumed = build_trainer(args, training_arguments(tmp_path / "a"), resume_from_checkpoint=str(checkpoint))
+    got = RecordedBatches(resumed)
+    with caplog.at_level(logging.WARNING, logger="hf_encoders.training.streaming"):
+        resumed.train(resume_from_checkpoint=str(checkpoint))
+    assert f"{checkpoint} holds no stream position (stream_state_0.json)" in caplog.text
+    assert got.collated == expected.collated  # the skipped batches were collated again
+    assert_same_batches(got.trained, expected.trained[SAVE_STEPS * 2 :])

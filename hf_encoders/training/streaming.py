@@ -4,7 +4,8 @@ Trainer 5.24 resumes a run by replaying the batches it already trained on (`skip
 reads, tokenizes, packs and masks every one of them again. Here the loader is torchdata's `StatefulDataLoader`
 (accelerate's `use_stateful_dataloader`), whose state, the `datasets.IterableDataset`'s own `state_dict()` (per
 dataloader worker), every checkpoint saves per rank beside its RNG state; a resumed run loads it and skips nothing.
-The first new batch then costs one `map` batch of documents read and packed again, wherever the checkpoint is.
+The first new batch then costs one `map` batch of documents read and packed again, wherever the checkpoint is, and a
+re-read of the current file up to the position, whose rows datasets skips without decoding them further.
 
 Packing needs no state of its own: it runs inside `IterableDataset.map(batched=True)` (data/packing.py), keeping no
 buffer across map batches (each drops its short tail), and datasets saves a batched map's position as the state before
