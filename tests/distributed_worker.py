@@ -8,7 +8,8 @@ once. For each method every rank writes `DIR/<method>/rank<R>.pt` (its final sta
 (every forward's step, objective and input digest, the logged losses, and what DDP registered for gradients).
 Before training, every rank also builds an `mlm` Trainer with a tokenizer trained on the spot and writes that
 tokenizer's vocabulary digest to `DIR/tokenizer/rank<R>.json`, and trains `mlm` on a streamed corpus (`--streaming`),
-writing the documents of its part of the stream and the blocks it trained on to `DIR/streamed/rank<R>.json`; at the end every rank runs the CLI entry point
+writing the documents of its part of the stream, the blocks it trained on and those it trained on again after resuming
+from a checkpoint to `DIR/streamed/rank<R>.json`; at the end every rank runs the CLI entry point
 `hf-encoders pretrain --method tacl` and writes which post-training writers it called to `DIR/cli/rank<R>.json`.
 
 Then, for FSDP2, every rank shards a tiny model of each family as accelerate does with `examples/fsdp_*.json`
@@ -78,7 +79,7 @@ def method_arguments(method: str, init: str, **overrides) -> PretrainArguments:
 def training_arguments(output_dir, per_device: int = 2, accumulation: int = 1, **overrides) -> TrainingArguments:
     """Under torchrun add ddp_backend="gloo" (accelerate would take MPI on a torch built with it); in a single
     process leave it out: there a backend makes accelerate look for a process group that does not exist."""
-    return TrainingArguments(
+    settings = dict(
         output_dir=str(output_dir),
         max_steps=MAX_STEPS,
         logging_steps=1,
@@ -91,8 +92,8 @@ def training_arguments(output_dir, per_device: int = 2, accumulation: int = 1, *
         seed=0,
         dataloader_pin_memory=False,
         disable_tqdm=True,
-        **overrides,
     )
+    return TrainingArguments(**{**settings, **overrides})
 
 
 def digest(tensors: dict) -> str:
@@ -191,28 +192,42 @@ def tokenizer_on_the_spot(init: str, output_dir: Path, rank: int) -> None:
     (output_dir / "tokenizer" / f"rank{rank}.json").write_text(json.dumps(record))
 
 
-def streamed(init: str, output_dir: Path, rank: int) -> None:
-    """`hf-encoders pretrain --streaming` (mlm): the documents of this rank's part of the stream, and the blocks it
-    trained on, unmasked (labels where masked, the input elsewhere: mlm keeps every other token), beside the first
-    blocks of its own packed stream."""
-    folder = output_dir / "streamed"
-    training_args = training_arguments(folder, ddp_backend="gloo")
-    trainer = build_trainer(
-        method_arguments("mlm", init, streaming=True, max_documents=STREAMED_DOCUMENTS), training_args
-    )
-    own_documents = stream_for_this_rank(load_documents(streaming=True).take(STREAMED_DOCUMENTS), training_args)
+def unmasked_blocks_trained(trainer) -> list[list[int]]:
+    """Fills, as `trainer` trains, with the rows it trains on, unmasked: labels where masked, the input elsewhere
+    (mlm keeps every other token)."""
     trained = []
     compute_loss = trainer.compute_loss
 
     def recording_compute_loss(model, inputs, *args, **kwargs):
-        unmasked = torch.where(inputs["labels"] != -100, inputs["labels"], inputs["input_ids"])
-        trained.extend(unmasked.tolist())
+        trained.extend(torch.where(inputs["labels"] != -100, inputs["labels"], inputs["input_ids"]).tolist())
         return compute_loss(model, inputs, *args, **kwargs)
 
     trainer.compute_loss = recording_compute_loss
+    return trained
+
+
+def streamed(init: str, output_dir: Path, rank: int) -> None:
+    """`hf-encoders pretrain --streaming` (mlm): the documents of this rank's part of the stream, the blocks it trained
+    on beside the first blocks of its own packed stream, and those trained again by a run resumed from step 2 (from
+    this rank's saved stream position)."""
+    folder = output_dir / "streamed"
+    args = method_arguments("mlm", init, streaming=True, max_documents=STREAMED_DOCUMENTS)
+    saving = dict(save_strategy="steps", save_steps=2)
+    training_args = training_arguments(folder, ddp_backend="gloo", **saving)
+    trainer = build_trainer(args, training_args)
+    trained = unmasked_blocks_trained(trainer)
     trainer.train()
-    own_blocks = [block["input_ids"] for block, _ in zip(trainer.train_dataset, trained)]
-    record = {"documents": [row["text"] for row in own_documents], "trained": trained, "own_blocks": own_blocks}
+    checkpoint = str(folder / "checkpoint-2")
+    resumed = build_trainer(args, training_arguments(folder, ddp_backend="gloo", **saving), checkpoint)
+    trained_after_resuming = unmasked_blocks_trained(resumed)
+    resumed.train(resume_from_checkpoint=checkpoint)
+    own_documents = stream_for_this_rank(load_documents(streaming=True).take(STREAMED_DOCUMENTS), training_args)
+    record = {
+        "documents": [row["text"] for row in own_documents],
+        "trained": trained,
+        "own_blocks": [block["input_ids"] for block, _ in zip(trainer.train_dataset, trained)],
+        "trained_after_resuming": trained_after_resuming,
+    }
     (folder / f"rank{rank}.json").write_text(json.dumps(record))
 
 

@@ -20,7 +20,7 @@ teacher never moves, and the checkpoint saved from the sharded model is the ordi
 `auto_map`, the model folder's code), loadable in a fresh process.
 
 A streamed corpus under DDP: each rank reads, packs and trains on its own part of the stream, the parts disjoint and
-together the whole corpus.
+together the whole corpus, and resumes from its own saved position in it.
 
 And the entry point around Trainer under DDP: without `--tokenizer_name` every rank uses the one tokenizer the main
 process trained; `pretrain()` writes its post-training files (loss curve, card, TaCL student) on the main process
@@ -230,6 +230,8 @@ def test_each_rank_streams_its_own_part_of_the_corpus(ddp_runs):
     assert not set(first) & set(second) and sorted(first + second) == sorted(corpus)
     for record in ranks:  # each rank trained on the blocks packed from its own documents, in their order
         assert len(record["trained"]) == MAX_STEPS * 2 and record["trained"] == record["own_blocks"]
+        # and, resumed from step 2, goes on from its own position: steps 3 and 4 (2 rows each) again
+        assert record["trained_after_resuming"] == record["trained"][2 * 2 :]
     assert not {tuple(block) for block in ranks[0]["trained"]} & {tuple(block) for block in ranks[1]["trained"]}
 
 
