@@ -1,5 +1,7 @@
 """A run killed between checkpoints and resumed continues exactly: same losses, same final weights, the biphasic
-phase included; a checkpoint left half-written by the kill is never resumed from."""
+phase included; a checkpoint left half-written by the kill is never resumed from. A streamed run resumes from the
+stream's position saved in the checkpoint, with the batches and masks of the uninterrupted run and without reading
+again what it trained on."""
 
 import logging
 import os
