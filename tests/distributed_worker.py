@@ -7,9 +7,11 @@ All methods run one after another in the same processes, so the interpreter and 
 once. For each method every rank writes `DIR/<method>/rank<R>.pt` (its final state_dict) and `rank<R>.json`
 (every forward's step, objective and input digest, the logged losses, and what DDP registered for gradients).
 Before training, every rank also builds an `mlm` Trainer with a tokenizer trained on the spot and writes that
-tokenizer's vocabulary digest to `DIR/tokenizer/rank<R>.json`, and builds an `mae_lm` Trainer from a token cache
-that does not exist yet (`--tokenized_dir`), writing whether it built the cache and a digest of the blocks it read to
-`DIR/token_cache/rank<R>.json`; at the end every rank runs the CLI entry point
+tokenizer's vocabulary digest to `DIR/tokenizer/rank<R>.json`; builds an `mae_lm` Trainer from a token cache that
+does not exist yet (`--tokenized_dir`), writing whether it built the cache and a digest of the blocks it read to
+`DIR/token_cache/rank<R>.json`; and trains `mlm` on a streamed corpus (`--streaming`), writing the documents of its
+part of the stream, the blocks it trained on and those it trained on again after resuming from a checkpoint to
+`DIR/streamed/rank<R>.json`. At the end every rank runs the CLI entry point
 `hf-encoders pretrain --method tacl` and writes which post-training writers it called to `DIR/cli/rank<R>.json`.
 
 Then, for FSDP2, every rank shards a tiny model of each family as accelerate does with `examples/fsdp_*.json`
@@ -35,10 +37,12 @@ from torch.distributed.tensor import DTensor
 from transformers import BertConfig, TrainerCallback, TrainingArguments
 
 from hf_encoders import FAMILIES, BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclForPreTraining
+from hf_encoders.data.corpus import load_documents
 from hf_encoders.training import pretrain as pretrain_module
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.pretrain import build_trainer
 from hf_encoders.training.recipes.tacl import TaclRecipe
+from hf_encoders.training.streaming import stream_for_this_rank
 from tests.tiny_models import (
     BERT_SHAPE,
     MASK_TOKEN_ID,
@@ -51,6 +55,7 @@ from tests.tiny_models import (
 
 METHODS = tuple(FAMILIES)
 MAX_STEPS = 4
+STREAMED_DOCUMENTS = 9  # split over 2 ranks: 5 and 4
 PHASES = "clm:0.5,mlm:0.5"  # biphasic switches to MLM at step 2 of 4
 # No dropout anywhere: the single-process reference draws its dropout masks in a different order than two ranks
 # started from one seed, so with dropout the runs could only agree statistically.
@@ -69,13 +74,14 @@ def method_arguments(method: str, init: str, **overrides) -> PretrainArguments:
         extra["config_overrides"] += f",{NO_DROPOUT}"
     if method == "biphasic":
         extra["phases"] = PHASES  # Llama attention_dropout is 0.0 by default
-    return PretrainArguments(method=method, max_documents=40, vocab_size=300, block_size=32, **{**extra, **overrides})
+    settings = dict(method=method, max_documents=40, vocab_size=300, block_size=32, **extra)
+    return PretrainArguments(**{**settings, **overrides})
 
 
 def training_arguments(output_dir, per_device: int = 2, accumulation: int = 1, **overrides) -> TrainingArguments:
     """Under torchrun add ddp_backend="gloo" (accelerate would take MPI on a torch built with it); in a single
     process leave it out: there a backend makes accelerate look for a process group that does not exist."""
-    return TrainingArguments(
+    settings = dict(
         output_dir=str(output_dir),
         max_steps=MAX_STEPS,
         logging_steps=1,
@@ -88,8 +94,8 @@ def training_arguments(output_dir, per_device: int = 2, accumulation: int = 1, *
         seed=0,
         dataloader_pin_memory=False,
         disable_tqdm=True,
-        **overrides,
     )
+    return TrainingArguments(**{**settings, **overrides})
 
 
 def digest(tensors: dict) -> str:
@@ -210,6 +216,45 @@ def token_cache_once(init: str, output_dir: Path, rank: int) -> None:
         "digest": hashlib.sha256(json.dumps(blocks).encode()).hexdigest(),
     }
     (output_dir / "token_cache" / f"rank{rank}.json").write_text(json.dumps(record))
+
+
+def unmasked_blocks_trained(trainer) -> list[list[int]]:
+    """Fills, as `trainer` trains, with the rows it trains on, unmasked: labels where masked, the input elsewhere
+    (mlm keeps every other token)."""
+    trained = []
+    compute_loss = trainer.compute_loss
+
+    def recording_compute_loss(model, inputs, *args, **kwargs):
+        trained.extend(torch.where(inputs["labels"] != -100, inputs["labels"], inputs["input_ids"]).tolist())
+        return compute_loss(model, inputs, *args, **kwargs)
+
+    trainer.compute_loss = recording_compute_loss
+    return trained
+
+
+def streamed(init: str, output_dir: Path, rank: int) -> None:
+    """`hf-encoders pretrain --streaming` (mlm): the documents of this rank's part of the stream, the blocks it trained
+    on beside the first blocks of its own packed stream, and those trained again by a run resumed from step 2 (from
+    this rank's saved stream position)."""
+    folder = output_dir / "streamed"
+    args = method_arguments("mlm", init, streaming=True, max_documents=STREAMED_DOCUMENTS)
+    saving = dict(save_strategy="steps", save_steps=2)
+    training_args = training_arguments(folder, ddp_backend="gloo", **saving)
+    trainer = build_trainer(args, training_args)
+    trained = unmasked_blocks_trained(trainer)
+    trainer.train()
+    checkpoint = str(folder / "checkpoint-2")
+    resumed = build_trainer(args, training_arguments(folder, ddp_backend="gloo", **saving), checkpoint)
+    trained_after_resuming = unmasked_blocks_trained(resumed)
+    resumed.train(resume_from_checkpoint=checkpoint)
+    own_documents = stream_for_this_rank(load_documents(streaming=True).take(STREAMED_DOCUMENTS), training_args)
+    record = {
+        "documents": [row["text"] for row in own_documents],
+        "trained": trained,
+        "own_blocks": [block["input_ids"] for block, _ in zip(trainer.train_dataset, trained)],
+        "trained_after_resuming": trained_after_resuming,
+    }
+    (folder / f"rank{rank}.json").write_text(json.dumps(record))
 
 
 def cli_pretrain(init: str, output_dir: Path, rank: int) -> None:
@@ -382,6 +427,7 @@ def main() -> None:
     for method in [
         "tokenizer",
         "token_cache",
+        "streamed",
         "cli",
         *options.methods.split(","),
         *(f"fsdp-{name}" for name in FSDP_CONFIGS),
@@ -389,6 +435,7 @@ def main() -> None:
         (output_dir / method).mkdir(parents=True, exist_ok=True)
     tokenizer_on_the_spot(options.model_name_or_path, output_dir, rank)
     token_cache_once(options.model_name_or_path, output_dir, rank)
+    streamed(options.model_name_or_path, output_dir, rank)
     for method in options.methods.split(","):
         train_one(method, options.model_name_or_path, output_dir, rank)
         print(f"rank {rank}: {method} done", flush=True)

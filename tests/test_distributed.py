@@ -19,6 +19,9 @@ class the file names exists in the model, ranks end equal and equal to one proce
 teacher never moves, and the checkpoint saved from the sharded model is the ordinary one (its own class in
 `auto_map`, the model folder's code), loadable in a fresh process.
 
+A streamed corpus under DDP: each rank reads, packs and trains on its own part of the stream, the parts disjoint and
+together the whole corpus, and resumes from its own saved position in it.
+
 And the entry point around Trainer under DDP: without `--tokenizer_name` every rank uses the one tokenizer the main
 process trained; a `--tokenized_dir` with no cache yet is built by the main process alone and read by every rank; `pretrain()` writes its post-training files (loss curve, card, TaCL student) on the main process
 only; the model card counts the tokens of every rank; TaCL's logged loss terms are means over ranks.
@@ -35,6 +38,7 @@ import pytest
 import torch
 from transformers import BertModel
 
+from hf_encoders.data.corpus import load_documents
 from hf_encoders.training.pretrain import build_trainer
 from tests.distributed_worker import (
     EXAMPLES,
@@ -42,6 +46,7 @@ from tests.distributed_worker import (
     FSDP_KNOWN_FAILURES,
     MAX_STEPS,
     METHODS,
+    STREAMED_DOCUMENTS,
     ForwardRecorder,
     final_state,
     fsdp_model,
@@ -216,6 +221,18 @@ def test_two_processes_match_one_process_with_the_same_global_batch(method, bert
         torch.testing.assert_close(
             value, distributed[name], rtol=1e-5, atol=5e-6, msg=lambda m, name=name: f"{name}: {m}"
         )
+
+
+def test_each_rank_streams_its_own_part_of_the_corpus(ddp_runs):
+    ranks = [json.loads((ddp_runs / "streamed" / f"rank{rank}.json").read_text()) for rank in RANKS]
+    corpus = list(load_documents(streaming=True).take(STREAMED_DOCUMENTS)["text"])
+    first, second = (record["documents"] for record in ranks)
+    assert not set(first) & set(second) and sorted(first + second) == sorted(corpus)
+    for record in ranks:  # each rank trained on the blocks packed from its own documents, in their order
+        assert len(record["trained"]) == MAX_STEPS * 2 and record["trained"] == record["own_blocks"]
+        # and, resumed from step 2, goes on from its own position: steps 3 and 4 (2 rows each) again
+        assert record["trained_after_resuming"] == record["trained"][2 * 2 :]
+    assert not {tuple(block) for block in ranks[0]["trained"]} & {tuple(block) for block in ranks[1]["trained"]}
 
 
 def test_a_tokenizer_trained_on_the_spot_is_the_same_on_every_rank(ddp_runs):

@@ -1,6 +1,9 @@
 """A run killed between checkpoints and resumed continues exactly: same losses, same final weights, the biphasic
-phase included; a checkpoint left half-written by the kill is never resumed from."""
+phase included; a checkpoint left half-written by the kill is never resumed from. A streamed run resumes from the
+stream's position saved in the checkpoint, with the batches and masks of the uninterrupted run and without reading
+again what it trained on."""
 
+import logging
 import os
 import signal
 
@@ -12,6 +15,7 @@ from hf_encoders.families import FAMILIES
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.pretrain import build_trainer
 from hf_encoders.training.resume import last_complete_checkpoint, resolve_resume
+from hf_encoders.training.streaming import stream_state_file
 from tests.tiny_models import save_tiny_bert, tiny_tokenizer
 
 MAX_STEPS, SAVE_STEPS, KILLED_AT = 6, 2, 5
@@ -43,11 +47,12 @@ def method_arguments(method: str, bert_init: str, **overrides) -> PretrainArgume
     )
     if method == "biphasic":
         extra["phases"] = "clm:0.5,mlm:0.5"  # the switch (step 3) comes before the kill
-    return PretrainArguments(method=method, max_documents=40, vocab_size=300, block_size=32, **{**extra, **overrides})
+    settings = dict(method=method, max_documents=40, vocab_size=300, block_size=32, **extra)
+    return PretrainArguments(**{**settings, **overrides})
 
 
-def training_arguments(output_dir) -> TrainingArguments:
-    return TrainingArguments(
+def training_arguments(output_dir, **overrides) -> TrainingArguments:
+    settings = dict(
         output_dir=str(output_dir),
         max_steps=MAX_STEPS,
         save_steps=SAVE_STEPS,
@@ -60,6 +65,7 @@ def training_arguments(output_dir) -> TrainingArguments:
         dataloader_pin_memory=False,
         disable_tqdm=True,
     )
+    return TrainingArguments(**{**settings, **overrides})
 
 
 def logged(trainer, key="loss") -> dict[int, float]:
@@ -166,3 +172,95 @@ def test_seeded_masks_depend_on_seed_epoch_and_batch_only(collator_name):
     assert torch.equal(masked_ids(), first)
     collator.epoch = 1
     assert not torch.equal(masked_ids(), first), "a new epoch draws new masks"
+
+
+class RecordedBatches:
+    """The batches a trainer trains on (its `compute_loss` inputs), and how many its collator made."""
+
+    def __init__(self, trainer):
+        self.trained, self.collated = [], 0
+        compute_loss, collator = trainer.compute_loss, trainer.data_collator
+
+        def recording_compute_loss(model, inputs, *args, **kwargs):
+            self.trained.append({key: inputs[key].clone() for key in ("input_ids", "labels")})
+            return compute_loss(model, inputs, *args, **kwargs)
+
+        def counting_collator(examples):
+            self.collated += 1
+            return collator(examples)
+
+        trainer.compute_loss, trainer.data_collator = recording_compute_loss, counting_collator
+
+
+def assert_same_batches(got: list[dict], expected: list[dict]) -> None:
+    assert len(got) == len(expected)
+    for step, (a, b) in enumerate(zip(got, expected)):
+        assert all(torch.equal(a[key], b[key]) for key in a), f"batch {step} differs"
+
+
+# One document packs into 15 blocks: 3 batches of 5 (the checkpoint, step 4, lies in the stream's second pass) or 4
+# of 4 (the checkpoint comes at the end of the first pass).
+@pytest.mark.parametrize("workers, max_documents, batch_size", [(0, 40, 4), (1, 40, 4), (0, 1, 5), (0, 1, 4)])
+def test_a_streamed_run_resumes_from_the_stream_state_without_replay(
+    workers, max_documents, batch_size, bert_init, tmp_path
+):
+    args = method_arguments("mae_lm", bert_init, streaming=True, max_documents=max_documents)
+    loading = dict(dataloader_num_workers=workers, per_device_train_batch_size=batch_size)
+    uninterrupted = build_trainer(args, training_arguments(tmp_path / "a", **loading))
+    expected = RecordedBatches(uninterrupted)
+    uninterrupted.train()
+
+    killed = build_trainer(args, training_arguments(tmp_path / "b", **loading))
+    killed.add_callback(KillAt(KILLED_AT))
+    with pytest.raises(KeyboardInterrupt):
+        killed.train()
+    checkpoint = resolve_resume(True, tmp_path / "b")
+    resumed = build_trainer(args, training_arguments(tmp_path / "b", **loading), resume_from_checkpoint=checkpoint)
+    got = RecordedBatches(resumed)
+    resumed.train(resume_from_checkpoint=checkpoint)
+
+    saved_at = KILLED_AT - KILLED_AT % SAVE_STEPS
+    assert_same_batches(got.trained, expected.trained[saved_at:])
+    if workers == 0:  # Trainer's replay would collate the batches it skips again (workers collate out of sight)
+        assert got.collated == expected.collated - saved_at
+    assert logged(resumed) == logged(uninterrupted)
+    for (name, before), after in zip(uninterrupted.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(before, after), name
+
+
+def test_a_finished_streamed_run_continues_its_stream_with_more_steps(bert_init, tmp_path):
+    """Resumed from its last checkpoint with a larger --max_steps: Trainer's epoch for a stream is max_steps steps,
+    so the checkpoint says epoch 1.0; the stream and the masks still go on where they were."""
+    args = method_arguments("mae_lm", bert_init, streaming=True)
+    constant = dict(lr_scheduler_type="constant")  # the schedule would otherwise depend on max_steps
+    uninterrupted = build_trainer(args, training_arguments(tmp_path / "a", **constant))
+    expected = RecordedBatches(uninterrupted)
+    uninterrupted.train()
+
+    build_trainer(args, training_arguments(tmp_path / "b", max_steps=SAVE_STEPS, **constant)).train()
+    checkpoint = str(tmp_path / "b" / f"checkpoint-{SAVE_STEPS}")
+    continued = build_trainer(args, training_arguments(tmp_path / "b", **constant), resume_from_checkpoint=checkpoint)
+    got = RecordedBatches(continued)
+    continued.train(resume_from_checkpoint=checkpoint)
+
+    assert_same_batches(got.trained, expected.trained[SAVE_STEPS:])
+    for (name, before), after in zip(uninterrupted.model.state_dict().items(), continued.model.state_dict().values()):
+        assert torch.equal(before, after), name
+
+
+def test_a_streamed_checkpoint_without_its_position_is_replayed_with_a_warning(bert_init, tmp_path, caplog):
+    """A checkpoint saved with --save_only_model, or by hf-encoders 0.2, holds no stream position: Trainer's replay."""
+    args = method_arguments("mae_lm", bert_init, streaming=True)
+    uninterrupted = build_trainer(args, training_arguments(tmp_path / "a"))
+    expected = RecordedBatches(uninterrupted)
+    uninterrupted.train()
+
+    checkpoint = tmp_path / "a" / f"checkpoint-{SAVE_STEPS * 2}"
+    stream_state_file(checkpoint, rank=0).unlink()
+    resumed = build_trainer(args, training_arguments(tmp_path / "a"), resume_from_checkpoint=str(checkpoint))
+    got = RecordedBatches(resumed)
+    with caplog.at_level(logging.WARNING, logger="hf_encoders.training.streaming"):
+        resumed.train(resume_from_checkpoint=str(checkpoint))
+    assert f"{checkpoint} holds no stream position (stream_state_0.json)" in caplog.text
+    assert got.collated == expected.collated  # the skipped batches were collated again
+    assert_same_batches(got.trained, expected.trained[SAVE_STEPS * 2 :])

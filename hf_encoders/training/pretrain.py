@@ -41,6 +41,7 @@ from .output_dir import prepare_output_dir, where_line
 from .recipes import get_recipe
 from .resume import resolve_resume
 from .sentence_transformers_config import write_sentence_transformers_config
+from .streaming import StreamingPretrainingTrainer, stream_for_this_rank
 from .tokenize import cached_blocks, run_documents
 from .validation import (
     PretrainingTrainer,
@@ -156,6 +157,8 @@ def training_data(recipe, args: PretrainArguments, training_args: TrainingArgume
     documents, validation_documents = split_validation(documents, args, seed=training_args.seed)
     tokenizer = shared_tokenizer(recipe, args, training_args, documents)
     recipe.check_tokenizer(args, tokenizer)
+    if args.streaming:  # after the tokenizer, which a run trains on the whole corpus whatever its number of ranks
+        documents = stream_for_this_rank(documents, training_args)
     return TrainingData(tokenizer, recipe.build_dataset(args, tokenizer, documents), validation_documents, report)
 
 
@@ -216,7 +219,8 @@ def build_trainer(
     if evaluates_during_training(training_args):
         eval_dataset = recipe.build_dataset(args, tokenizer, validation_documents)
         check_validation_examples(eval_dataset)
-    trainer = PretrainingTrainer(
+    trainer_class = StreamingPretrainingTrainer if args.streaming else PretrainingTrainer
+    trainer = trainer_class(
         model=model,
         args=training_args,
         train_dataset=data.train_dataset,
