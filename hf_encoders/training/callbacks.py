@@ -60,7 +60,7 @@ class TrainerSetting(TrainerCallback):
         warnings.warn(
             f"{type(self).__name__} is deprecated: pass PretrainingTrainer({self.setting}={self.value!r}).",
             FutureWarning,
-            stacklevel=4,
+            stacklevel=3,
         )
         setattr(trainer, self.setting, self.value)
 
