@@ -92,8 +92,12 @@ def test_a_0_2_measuring_callback_becomes_a_setting_of_the_trainer(tmp_path):
     args = TrainingArguments(tmp_path, max_steps=1, report_to="none", use_cpu=True, disable_tqdm=True)
     model = tiny_pretraining_model("mae_lm")
     settings = [TaclLossLoggingCallback(), PerplexityCallback("eval_mlm_loss")]
-    with pytest.warns(FutureWarning, match=r"pass PretrainingTrainer\(loss_terms=\('tacl_loss'"):
+    with pytest.warns(FutureWarning) as warned:
         trainer = PretrainingTrainer(model=model, args=args, callbacks=settings)
+    assert [str(warning.message).split(": ")[1] for warning in warned] == [
+        "pass PretrainingTrainer(loss_terms=('tacl_loss', 'mlm_loss', 'nsp_loss')).",
+        "pass PretrainingTrainer(perplexity_loss='eval_mlm_loss').",
+    ]
     assert trainer.loss_terms == ("tacl_loss", "mlm_loss", "nsp_loss")
     assert trainer.perplexity_loss == "eval_mlm_loss"
     assert not set(settings) & set(trainer.callback_handler.callbacks), "settings, not callbacks"
