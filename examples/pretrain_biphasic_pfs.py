@@ -10,12 +10,13 @@ spot; pass --model_size base for the paper's 210M shape. The paper: batch ~2.4M 
 import argparse
 
 from datasets import Dataset
-from transformers import Trainer, TrainingArguments
+from transformers import TrainingArguments
 
 from hf_encoders import BiphasicConfig, BiphasicEncoderForPreTraining, DataCollatorForBiphasic, PhaseScheduleCallback
 from hf_encoders.data import embedded_documents, pack_llama_style, tokenize_documents, train_wordpiece_tokenizer
 from hf_encoders.training.conversion import prepare_tokenizer
 from hf_encoders.training.recipes.biphasic import SIZES
+from hf_encoders.training.trainer import PretrainingTrainer
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--output_dir", default="out/biphasic-pfs")
@@ -56,7 +57,7 @@ training_args = TrainingArguments(
     logging_steps=10,
     report_to=[],
 )
-trainer = Trainer(
+trainer = PretrainingTrainer(  # Trainer that logs clm_loss or mlm_loss next to loss, by phase
     model=model,
     args=training_args,
     train_dataset=blocks,

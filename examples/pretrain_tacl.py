@@ -1,4 +1,4 @@
-"""TaCL continual pre-training of a pretrained encoder with a plain Trainer, offline, in a few CPU minutes.
+"""TaCL continual pre-training of a pretrained encoder with the package's Trainer, offline, in a few CPU minutes.
 
     python examples/pretrain_tacl.py --model_name_or_path bert-base-uncased --output_dir out/tacl --max_steps 1000
 
@@ -11,11 +11,12 @@ the encoder's own type, so the stock scripts fine-tune it with no remote code:
 
 import argparse
 
-from transformers import AutoTokenizer, Trainer, TrainingArguments
+from transformers import AutoTokenizer, TrainingArguments
 
-from hf_encoders import DataCollatorForTacl, TaclForPreTraining, TaclLossLoggingCallback
+from hf_encoders import DataCollatorForTacl, TaclForPreTraining
 from hf_encoders.data import documents_to_sentences, embedded_documents
 from hf_encoders.data.sentence_pairs import build_sentence_pairs
+from hf_encoders.training.trainer import PretrainingTrainer
 
 
 def main() -> None:
@@ -39,7 +40,7 @@ def main() -> None:
     model = TaclForPreTraining.from_encoder(
         settings.model_name_or_path
     )  # paper defaults: τ = 0.01, NSP for BERT, L = L_TaCL + L_MLM + L_NSP
-    trainer = Trainer(
+    trainer = PretrainingTrainer(  # Trainer that logs tacl_loss, mlm_loss and nsp_loss next to loss
         model=model,
         # The paper's optimisation (lr 1e-4, 10% warm-up then linear decay, no weight decay, clip 1.0).
         args=TrainingArguments(
@@ -57,7 +58,6 @@ def main() -> None:
         train_dataset=pairs,
         data_collator=DataCollatorForTacl(tokenizer, pad_to_multiple_of=8),  # 15% masking, 80/10/10
         processing_class=tokenizer,
-        callbacks=[TaclLossLoggingCallback()],  # logs tacl_loss, mlm_loss and nsp_loss next to loss
     )
     trainer.train()
     trainer.save_model()  # student + teacher: resumable, loads with `import hf_encoders` or trust_remote_code

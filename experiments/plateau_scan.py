@@ -135,10 +135,8 @@ def encoder_gradient_share(model, prefix: str) -> float:
 def measuring_callback(every: int, encoder_prefix: str):
     """A TrainerCallback (made here, so that importing this file stays light) adding to every log the process's CPU
     seconds and, every `every` steps, the share of the gradient's norm in the encoder's layers (after clipping,
-    which scales every parameter alike)."""
+    which scales every parameter alike). PretrainingTrainer adds what `measures_for_log` returns to each log."""
     from transformers import TrainerCallback
-
-    from hf_encoders.training.callbacks import add_to_log
 
     class Callback(TrainerCallback):
         def __init__(self):
@@ -149,13 +147,13 @@ def measuring_callback(every: int, encoder_prefix: str):
                 return
             self.pending = {"encoder_gradient_share": encoder_gradient_share(kwargs["model"], encoder_prefix)}
 
-        def on_log(self, args, state, control, logs=None, **kwargs):
+        def measures_for_log(self, state, logs):
             # CPU seconds of this one-thread process: its speed on a quiet machine, whoever else runs.
             measures = {"cpu_s": time.process_time()}
-            if self.pending is not None and "loss" in (logs or {}):
+            if self.pending is not None and "loss" in logs:
                 measures.update(self.pending)
                 self.pending = None
-            add_to_log(state, logs or {}, measures)
+            return measures
 
     return Callback()
 

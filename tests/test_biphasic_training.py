@@ -10,6 +10,7 @@ from hf_encoders import BiphasicEncoderForPreTraining, DataCollatorForBiphasic, 
 from hf_encoders.data.biphasic_collator import next_token_labels
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.recipes import get_recipe
+from hf_encoders.training.trainer import PretrainingTrainer
 from tests.tiny_models import MASK_TOKEN_ID, VOCAB_SIZE, tiny_biphasic_config, tiny_tokenizer
 
 BOS, EOS = 1, 2  # tiny_tokenizer("llama")'s and tiny_biphasic_config's ids
@@ -133,7 +134,7 @@ def train(tmp_path, phases, resume=None, **arguments):
         lr_scheduler_type="warmup_stable_decay",
         lr_scheduler_kwargs={"num_decay_steps": 2, "decay_type": "linear"},
     )
-    trainer = Trainer(
+    trainer = PretrainingTrainer(
         model=model,
         args=TrainingArguments(**{**settings, **arguments}),
         train_dataset=training_documents(),
@@ -200,7 +201,7 @@ def test_recipe_builds_a_trainable_pfs_run(tmp_path):
     dataset = recipe.build_dataset(args, tokenizer, documents)
     model = recipe.build_model(args, tokenizer)
     assert model.config.num_hidden_layers == 1 and model.config.mask_token_id == tokenizer.mask_token_id
-    trainer = Trainer(
+    trainer = PretrainingTrainer(
         model=model,
         args=TrainingArguments(
             output_dir=str(tmp_path),

@@ -18,7 +18,7 @@ from hf_encoders import (
     MaeLmForMaskedLM,
     TaclForPreTraining,
 )
-from hf_encoders.training.validation import PretrainingTrainer
+from hf_encoders.training.trainer import PretrainingTrainer
 from tests.tiny_models import (
     MASK_TOKEN_ID,
     VOCAB_SIZE,

@@ -24,7 +24,7 @@ from hf_encoders.cli import main
 from hf_encoders.models.biphasic import BiphasicConfig
 from hf_encoders.models.mae_lm import MaeLmConfig, modeling_mae_lm
 from hf_encoders.models.tacl import TaclForPreTraining, modeling_tacl
-from hf_encoders.training import callbacks, mae_lm_conversion
+from hf_encoders.training import diagnostics, mae_lm_conversion
 from hf_encoders.training.arguments import SIZES_HELP, PretrainArguments
 from hf_encoders.training.callbacks import DiagnosticsCallback, collapse
 from hf_encoders.training.cards import training_summary, write_model_card
@@ -152,7 +152,7 @@ def test_a_collapse_after_warm_up_warns_once_and_reaches_the_card(tmp_path, monk
     steps_warned = []
     for step in (2, 4, 6, 8):
         state.global_step = step
-        with CaptureLogger(callbacks.logger) as captured:
+        with CaptureLogger(diagnostics.logger) as captured:
             callback.on_step_end(args, state, TrainerControl())
         steps_warned += [step] if "has collapsed" in captured.out else []
         assert step != 6 or "Try a lower --learning_rate or a longer warm-up" in captured.out
@@ -197,7 +197,7 @@ def test_a_resume_does_not_call_a_tied_weight_missing(tmp_path):
 
     from transformers import trainer as trainer_module
 
-    from hf_encoders.training.validation import PretrainingTrainer
+    from hf_encoders.training.trainer import PretrainingTrainer
 
     model = MaeLmForMaskedLM(tiny_mae_lm_config())
     trainer = PretrainingTrainer(model=model, args=TrainingArguments(tmp_path, report_to="none", use_cpu=True))

@@ -13,11 +13,12 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers import TrainerCallback, TrainingArguments
 
 from hf_encoders import MaeLmForMaskedLM, NonFiniteLossCallback
 from hf_encoders.models.tacl.modeling_tacl import token_contrastive_loss
 from hf_encoders.training.callbacks import NonFiniteLossError
+from hf_encoders.training.trainer import PretrainingTrainer
 from tests.tiny_models import (
     PRETRAINING_METHODS,
     CountingExamples,
@@ -160,7 +161,8 @@ def trainer_for(model, output_dir, callbacks, **overrides):
         seed=0,
     )
     args = TrainingArguments(**{**settings, **overrides})
-    return Trainer(model=model, args=args, train_dataset=CountingExamples(), callbacks=callbacks)
+    # PretrainingTrainer hands the callback every training loss (a plain Trainer only its logs).
+    return PretrainingTrainer(model=model, args=args, train_dataset=CountingExamples(), callbacks=callbacks)
 
 
 def test_trainer_bf16_on_cpu_autocasts_and_stays_finite(tmp_path):

@@ -13,15 +13,15 @@ from transformers import (
     BertForPreTraining,
     BertModel,
     RobertaConfig,
-    Trainer,
     TrainingArguments,
     default_data_collator,
 )
 
-from hf_encoders import DataCollatorForTaCL, TaclForPreTraining, TaclLossLoggingCallback
+from hf_encoders import DataCollatorForTaCL, TaclForPreTraining
 from hf_encoders.data import documents_to_sentences, embedded_documents
 from hf_encoders.data.sentence_pairs import build_sentence_pairs
 from hf_encoders.models.tacl import token_contrastive_loss
+from hf_encoders.training.trainer import PretrainingTrainer
 from tests.helpers import fresh_interpreter
 from tests.tiny_models import (
     BERT_SHAPE,
@@ -277,12 +277,11 @@ def train_tiny(tokenizer, pairs, output_dir, resume_from_checkpoint=None, **over
         dataloader_pin_memory=False,
         disable_tqdm=True,
     )
-    trainer = Trainer(
+    trainer = PretrainingTrainer(
         model=model,
         args=TrainingArguments(**{**settings, **overrides}),
         train_dataset=pairs,
         data_collator=default_data_collator,
-        callbacks=[TaclLossLoggingCallback()],
     )
     initial = {name: value.clone() for name, value in model.state_dict().items()}
     trainer.train(resume_from_checkpoint=resume_from_checkpoint)

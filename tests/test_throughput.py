@@ -6,13 +6,14 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import TrainerState, TrainingArguments
+from transformers import TrainingArguments
 
-from hf_encoders.training import callbacks
+from hf_encoders.training import measures
 from hf_encoders.training.arguments import PretrainArguments
-from hf_encoders.training.callbacks import ThroughputCallback
 from hf_encoders.training.cards import training_summary
+from hf_encoders.training.measures import Throughput
 from hf_encoders.training.pretrain import build_trainer
+from hf_encoders.training.trainer import PretrainingTrainer
 from tests.tiny_models import save_tiny_bert
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -30,7 +31,7 @@ class Clock:
 
 
 def test_tokens_per_second_counts_the_real_tokens_between_logs_and_mfu_follows(tmp_path, monkeypatch):
-    monkeypatch.setattr(callbacks.time, "perf_counter", Clock())
+    monkeypatch.setattr(measures.time, "perf_counter", Clock())
     bert = save_tiny_bert(tmp_path / "bert")
     # Short documents in blocks of 64: the last block of each padded batch is shorter, so padding is there to skip.
     args = PretrainArguments(method="mae_lm", tokenizer_name=bert, max_documents=30, block_size=64, peak_tflops=2.0)
@@ -63,27 +64,20 @@ def test_tokens_per_second_counts_the_real_tokens_between_logs_and_mfu_follows(t
 def test_frozen_parameters_count_a_forward_only():
     model = torch.nn.Sequential(torch.nn.Linear(10, 10), torch.nn.Linear(10, 10))
     model[1].requires_grad_(False)
-    callback = ThroughputCallback()
-    callback.on_train_begin(None, None, None, model=model)
-    callback.remove_hook()
-    assert callback.flops_per_token == 6 * 110 + 2 * 110
+    assert Throughput(model).flops_per_token == 6 * 110 + 2 * 110
 
 
-def test_a_peak_must_be_positive():
+def test_a_peak_must_be_positive(tmp_path):
+    model = torch.nn.Linear(2, 2)
     with pytest.raises(ValueError, match="--peak_tflops must be positive"):
-        ThroughputCallback(peak_tflops=0)
+        PretrainingTrainer(model=model, args=TrainingArguments(tmp_path, report_to="none", use_cpu=True), peak_tflops=0)
 
 
 def test_evaluation_and_probe_time_is_not_counted_as_training_time(monkeypatch):
     clock = iter([100.0, 110.0])  # train begins; the training log comes 10 s later
-    monkeypatch.setattr(callbacks, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
-    callback, state = ThroughputCallback(), TrainerState()
-    args = SimpleNamespace(device="cpu", world_size=1)
-    callback.on_train_begin(args, state, None)
-    callback._tokens = torch.tensor(1000)
-    state.log_history = [{"eval_loss": 1.0, "eval_runtime": 6.0}]
-    callback.on_log(args, state, None, logs=dict(state.log_history[-1]))
-    state.log_history = [{"loss": 1.0, "diagnostics_runtime": 2.0}]
-    logs = dict(state.log_history[-1])
-    callback.on_log(args, state, None, logs=logs)
-    assert logs["tokens_per_second"] == 500.0  # 1000 tokens in 10 - 6 - 2 seconds
+    monkeypatch.setattr(measures, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    throughput = Throughput(torch.nn.Linear(2, 2))
+    throughput.tokens = torch.tensor(1000)
+    assert throughput.pop({"eval_loss": 1.0, "eval_runtime": 6.0}, "cpu", world_size=1) == {}
+    measured = throughput.pop({"loss": 1.0, "diagnostics_runtime": 2.0}, "cpu", world_size=1)
+    assert measured == {"tokens_per_second": 500.0}  # 1000 tokens in 10 - 6 - 2 seconds

@@ -6,7 +6,7 @@ from pathlib import Path
 from huggingface_hub import ModelCard, ModelCardData
 from transformers import TrainerState
 
-from .callbacks import collapse
+from .diagnostics import collapse
 from .loss_curves import loss_series
 
 EMBEDDED_CORPUS = "English prose embedded from Python's standard library documentation"

@@ -24,27 +24,22 @@ from transformers.utils import logging
 from ..analysis import plot_training_diagnostics
 from ..data.corpus_report import CorpusReport
 from .arguments import TRAINER_OPTION_HELP, PretrainArguments
-from .callbacks import (
-    CheckpointBranchCallback,
-    CompleteUploadCallback,
-    DiagnosticsCallback,
-    MaskingEpochCallback,
-    NonFiniteLossCallback,
-    PerplexityCallback,
-    PreemptionCallback,
-    ThroughputCallback,
-)
 from .cards import write_model_card
+from .diagnostics import DiagnosticsCallback
 from .hub import push_output_dir
+from .hub_callbacks import CheckpointBranchCallback, CompleteUploadCallback
 from .loss_curves import plot_loss_curves
+from .masking_epoch import MaskingEpochCallback
+from .numerics import NonFiniteLossCallback
 from .output_dir import prepare_output_dir, where_line
+from .preemption import PreemptionCallback
 from .recipes import get_recipe
 from .resume import resolve_resume
 from .sentence_transformers_config import write_sentence_transformers_config
 from .streaming import StreamingPretrainingTrainer, stream_for_this_rank
 from .tokenize import cached_blocks, run_documents
+from .trainer import PretrainingTrainer
 from .validation import (
-    PretrainingTrainer,
     check_validation_arguments,
     check_validation_examples,
     evaluates_during_training,
@@ -162,14 +157,12 @@ def training_data(recipe, args: PretrainArguments, training_args: TrainingArgume
     return TrainingData(tokenizer, recipe.build_dataset(args, tokenizer, documents), validation_documents, report)
 
 
-def measuring_callbacks(recipe, args: PretrainArguments, tokenizer, validation_documents) -> list[TrainerCallback]:
-    """The callbacks that add measures to the logs: the method's loss terms, the perplexity, the diagnostics (on
-    the validation set's first sentences) and the throughput, in that order (the perplexity reads TaCL's term)."""
-    callbacks = [*recipe.callbacks(args), PerplexityCallback(recipe.perplexity_loss)]
-    if args.diagnostics_steps is not None:
-        probe = probe_sentences(validation_documents, args.diagnostics_sentences)
-        callbacks.append(DiagnosticsCallback(args.diagnostics_steps, tokenizer, probe, max_length=args.block_size))
-    return [*callbacks, ThroughputCallback(args.peak_tflops)]
+def diagnostics_callbacks(args: PretrainArguments, tokenizer, validation_documents) -> list[TrainerCallback]:
+    """With --diagnostics_steps, the probe of the validation set's first sentences."""
+    if args.diagnostics_steps is None:
+        return []
+    probe = probe_sentences(validation_documents, args.diagnostics_sentences)
+    return [DiagnosticsCallback(args.diagnostics_steps, tokenizer, probe, max_length=args.block_size)]
 
 
 def build_trainer(
@@ -228,7 +221,11 @@ def build_trainer(
         data_collator=collator,
         eval_data_collator=validation_collator(collator),
         processing_class=tokenizer,
+        perplexity_loss=recipe.perplexity_loss,
+        peak_tflops=args.peak_tflops,
         callbacks=[
+            *recipe.callbacks(args),
+            *diagnostics_callbacks(args, tokenizer, validation_documents),
             MaskingEpochCallback(collator),
             NonFiniteLossCallback(),
             PreemptionCallback(),
@@ -236,9 +233,6 @@ def build_trainer(
         ],
     )
     trainer.corpus_report = data.corpus_report  # for the final card, and the log of what the run read
-    # Trainer puts the reporting integrations (TensorBoard, W&B, trackio, MLflow) before the callbacks it is given;
-    # these add to the logs, so they go first, for every tracker to see what they add.
-    trainer.callback_handler.callbacks[:0] = measuring_callbacks(recipe, args, tokenizer, validation_documents)
     if training_args.push_to_hub:  # Trainer has created the repository, and knows its id, by now
         write_card = partial(
             card_writer(recipe, args, training_args, data.corpus_report), model_id=trainer.hub_model_id

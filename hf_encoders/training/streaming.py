@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader
 from transformers.utils import logging
 
 from .resume import last_complete_checkpoint
-from .validation import PretrainingTrainer
+from .trainer import PretrainingTrainer
 
 logger = logging.get_logger(__name__)
 

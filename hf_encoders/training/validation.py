@@ -9,7 +9,6 @@ import copy
 
 import numpy as np
 from datasets import Dataset, IterableDataset
-from transformers import Trainer
 
 from ..data.corpus import load_documents
 from ..data.sentences import split_sentences
@@ -121,44 +120,3 @@ def validation_collator(collator):
     frozen = copy.copy(collator)
     frozen.epoch = 0
     return frozen
-
-
-class PretrainingTrainer(Trainer):
-    """`Trainer` whose evaluations collate with their own collator (`eval_data_collator`), whose masks do not move
-    with the training epoch, so the validation curve compares like with like."""
-
-    def __init__(self, *args, eval_data_collator=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.eval_data_collator = eval_data_collator
-        if self.compute_metrics is None:
-            # Its evaluations read losses only: the masked-LM heads may keep their training layout (labelled rows)
-            # rather than compute the (batch, length, vocab) logits that metrics need.
-            for module in self.model.modules():
-                if hasattr(type(module), "compact_eval_logits"):
-                    module.compact_eval_logits = True
-
-    def _issue_warnings_after_load(self, load_result) -> None:
-        """On resume, a tied weight (MAE-LM's vocabulary projection, the input embedding itself) is not in the
-        checkpoint by design: Trainer would call it missing at every resume. It is tied again; anything else
-        missing is still reported."""
-        tied = set(getattr(self.model, "all_tied_weights_keys", None) or {})
-        if tied & set(load_result.missing_keys):
-            self.model.tie_weights()
-            load_result.missing_keys[:] = [key for key in load_result.missing_keys if key not in tied]
-        super()._issue_warnings_after_load(load_result)
-
-    def _set_signature_columns_if_needed(self):
-        # Word boundaries are not a model input, but whole-word and span masking read them in the collator.
-        super()._set_signature_columns_if_needed()
-        if "word_starts" not in self._signature_columns:
-            self._signature_columns.append("word_starts")
-
-    def get_eval_dataloader(self, eval_dataset=None):
-        if self.eval_data_collator is None:
-            return super().get_eval_dataloader(eval_dataset)
-        # Trainer builds every loader from `self.data_collator`; lend it the evaluation's for this one.
-        training_collator, self.data_collator = self.data_collator, self.eval_data_collator
-        try:
-            return super().get_eval_dataloader(eval_dataset)
-        finally:
-            self.data_collator = training_collator

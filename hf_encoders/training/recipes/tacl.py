@@ -14,7 +14,6 @@ from ...data.sentence_pairs import build_sentence_pairs
 from ...data.sentences import documents_to_sentences
 from ...data.tokenizer import load_tokenizer
 from ...models.tacl import TaclForPreTraining
-from ..callbacks import TaclLossLoggingCallback
 from .base import Recipe
 
 STUDENT_FOLDER = "student"
@@ -91,9 +90,6 @@ class TaclRecipe(Recipe):
                 f"use the encoder's own tokenizer (--tokenizer_name {encoder})."
             )
         return model
-
-    def callbacks(self, args):
-        return [TaclLossLoggingCallback()]
 
     def encoder(self, model):
         return model.student
