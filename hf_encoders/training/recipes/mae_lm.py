@@ -31,6 +31,8 @@ SIZES = {
 
 
 class MaeLmRecipe(Recipe):
+    options = (*Recipe.options, "pack_documents")
+
     def build_collator(self, args, tokenizer, model=None):
         """With whole words or spans, δ (the config's mask_in_encoder_fraction) is decided per unit, in the collator."""
         collator = super().build_collator(args, tokenizer, model)

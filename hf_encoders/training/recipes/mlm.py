@@ -5,6 +5,7 @@ from transformers import BertConfig, BertForMaskedLM
 
 from ..model_sizes import sized_config_kwargs
 from . import mae_lm
+from .base import Recipe
 
 # MAE-LM's encoder shapes (not its decoder), so a comparison changes the method and nothing else.
 ENCODER_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
@@ -13,6 +14,8 @@ SIZES = {size: {name: shape[name] for name in ENCODER_FIELDS} for size, shape in
 
 class MlmRecipe(mae_lm.MaeLmRecipe):
     """Shares MAE-LM's data (BERT-style packed blocks); only the model differs."""
+
+    options = Recipe.options  # not --pack_documents: its model cannot keep packed documents apart
 
     no_packed_documents = (
         "its model is transformers' BertForMaskedLM, whose sdpa and eager attention take no packed-sequence mask, "
