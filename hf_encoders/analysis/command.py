@@ -34,17 +34,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--corpus", help="file, folder or dataset name (default: English prose from Python's own documentation)"
     )
-    parser.add_argument("--max_sentences", type=int, help="analyse the corpus's first N sentences (default: 2000)")
-    parser.add_argument("--batch_size", type=int, help="default: 32")
-    parser.add_argument("--max_length", type=int, help="truncate sentences to this many tokens (default: 128)")
-    parser.add_argument("--mask_probability", type=float, help="share of real tokens masked (default: 0.15)")
-    parser.add_argument("--rank_threshold", type=float, help="tau of the effective rank (default: 0.9)")
+    parser.add_argument("--max_sentences", type=int, help="analyse the corpus's first N sentences")
+    parser.add_argument("--batch_size", type=int)
+    parser.add_argument("--max_length", type=int, help="truncate sentences to this many tokens")
+    parser.add_argument("--mask_probability", type=float, help="share of real tokens masked")
+    parser.add_argument("--rank_threshold", type=float, help="tau of the effective rank")
     parser.add_argument("--heatmap_text", help="sentence of the heatmaps (default: the corpus's first of 8+ words)")
     parser.add_argument(
         "--labels", nargs="+", metavar="LABEL", help="names of the models in plots and report (default: folder names)"
     )
     parser.add_argument("--output_dir", type=Path, default=Path("analysis"))
-    parser.add_argument("--seed", type=int, help="seed of the [MASK] positions (default: 0)")
+    parser.add_argument("--seed", type=int, help="seed of the [MASK] positions")
     parser.add_argument("--device", help="default: cuda where available, else cpu")
     parser.add_argument("--trust_remote_code", action="store_true", help="run modelling code shipped by a checkpoint")
     return parser
