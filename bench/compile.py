@@ -53,9 +53,9 @@ def run(method: str, compiled: bool, folder: Path, tokenizer: Path, bert: Path, 
     args = PretrainArguments(
         method=method,
         tokenizer_name=str(tokenizer),
-        model_size="small",
         block_size=settings.length,
-        model_name_or_path=str(bert) if method == "tacl" else None,
+        # TaCL continues the BERT; the others build a small model.
+        **({"model_name_or_path": str(bert)} if method == "tacl" else {"model_size": "small"}),
         phases="mlm:1.0" if method == "biphasic" else None,
     )
     training_args = TrainingArguments(

@@ -133,9 +133,9 @@ class Runner:
             *map(str, models.values()),
             "--labels", *models,
             "--corpus", str(self.root / "corpus.jsonl"),
-            "--max-sentences", "500",
-            "--output-dir", str(self.root / "analysis" / name),
-            "--trust-remote-code",
+            "--max_sentences", "500",
+            "--output_dir", str(self.root / "analysis" / name),
+            "--trust_remote_code",
         )  # fmt: skip
 
     def probe(self, name: str, models: dict[str, Path]) -> None:
@@ -260,7 +260,7 @@ def b1_pfs(runner: Runner) -> None:
 def b2_cpt(runner: Runner) -> None:
     """B2: MLM continued from SmolLM2-135M (converted) vs the same architecture trained with MLM from scratch."""
     converted = runner.hf_encoders(
-        runner.root / "smollm2_encoder" / "config.json", "convert", "--from-causal-lm", smollm2_path(),
+        runner.root / "smollm2_encoder" / "config.json", "convert", "--from_causal_lm", smollm2_path(),
         str(runner.root / "smollm2_encoder"),
     )  # fmt: skip
     config = json.loads((converted / "config.json").read_text())

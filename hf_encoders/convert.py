@@ -1,16 +1,18 @@
-"""`hf-encoders convert --from-causal-lm PATH OUTPUT_DIR`: a Llama-family causal LM (Llama, SmolLM2, Mistral,
+"""`hf-encoders convert --from_causal_lm PATH OUTPUT_DIR`: a Llama-family causal LM (Llama, SmolLM2, Mistral,
 Qwen2; a folder, Hub name or .gguf file) as a biphasic encoder checkpoint, ready for MLM (CPT)."""
 
 import argparse
+
+from .flag_spellings import accept_dashed_spellings
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hf-encoders convert", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--from-causal-lm", required=True, metavar="PATH", help="causal LM folder, Hub name or .gguf file"
+        "--from_causal_lm", required=True, metavar="PATH", help="causal LM folder, Hub name or .gguf file"
     )
     parser.add_argument("output_dir")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(accept_dashed_spellings(argv, parser))
     from .training.conversion import convert_causal_lm
 
     print(f"Converted to {convert_causal_lm(args.from_causal_lm, args.output_dir)}")

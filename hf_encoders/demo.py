@@ -9,18 +9,18 @@
 """
 
 import argparse
-import json
 import random
 from pathlib import Path
 
 from datasets import Dataset
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, Trainer, TrainingArguments
 
-from .analysis.command import corpus_sentences
-from .analysis.command import main as analyze
+from .analysis import LayerwiseReport
+from .analysis.command import analyze, corpus_sentences
 from .data.corpus import load_documents
 from .data.tokenizer import train_wordpiece_tokenizer
 from .families import FAMILIES, get_family
+from .flag_spellings import accept_dashed_spellings
 from .metrics import classification_metrics
 from .training.arguments import PretrainArguments
 from .training.loss_curves import plot_loss_curves
@@ -29,19 +29,20 @@ from .training.pretrain import pretrain
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-encoders demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--output-dir", type=Path, default=Path("demo_output"))
+    parser.add_argument("--output_dir", type=Path, default=Path("demo_output"))
     parser.add_argument("--steps", type=int, default=600, help="pre-training steps per method (same for all)")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--block-size", type=int, default=64)
-    parser.add_argument("--vocab-size", type=int, default=4000)
-    parser.add_argument("--finetune-examples", type=int, default=4000)
-    parser.add_argument("--finetune-epochs", type=float, default=5)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--block_size", type=int, default=64)
+    parser.add_argument("--vocab_size", type=int, default=4000)
+    parser.add_argument("--finetune_examples", type=int, default=4000)
+    parser.add_argument("--finetune_epochs", type=float, default=5)
     parser.add_argument("--methods", default=",".join(FAMILIES), help="comma-separated subset of the methods")
     parser.add_argument("--seed", type=int, default=0)
     return parser
 
 
-def training_arguments(output_dir: Path, settings, **overrides) -> TrainingArguments:
+def demo_training_arguments(output_dir: Path, settings, **overrides) -> TrainingArguments:
+    """The TrainingArguments every demo run shares, pre-training and fine-tuning alike; `overrides` set the rest."""
     defaults = dict(
         output_dir=str(output_dir),
         per_device_train_batch_size=settings.batch_size,
@@ -74,7 +75,7 @@ def pretrain_all(settings, tokenizer_dir: Path, names: list[str]) -> dict[str, d
             model_size="tiny",
             model_name_or_path=runs[family.demo_continues]["path"] if family.demo_continues else None,
         )
-        result = pretrain(args, training_arguments(output_dir, settings, max_steps=settings.steps))
+        result = pretrain(args, demo_training_arguments(output_dir, settings, max_steps=settings.steps))
         runs[name] = {"path": str(result.encoder_dir), "log_history": result.trainer.state.log_history}
     return runs
 
@@ -105,7 +106,7 @@ def finetune(path: str, task: Dataset, settings) -> float:
     split = encoded.train_test_split(test_size=0.25, seed=settings.seed)
     trainer = Trainer(
         model=model,
-        args=training_arguments(
+        args=demo_training_arguments(
             Path(path) / "finetune",
             settings,
             num_train_epochs=settings.finetune_epochs,
@@ -122,8 +123,8 @@ def finetune(path: str, task: Dataset, settings) -> float:
     return trainer.evaluate()["eval_accuracy"]
 
 
-def write_report(settings, runs: dict, analysis: dict, accuracies: dict) -> Path:
-    by_model = {entry["model"]: entry for entry in analysis["models"]}
+def write_report(settings, runs: dict, analysis: list[LayerwiseReport], accuracies: dict) -> Path:
+    by_model = {report.model: report for report in analysis}
     rows = [
         "| method | final pre-training loss | word-order accuracy | top-layer self-similarity | top-layer effective rank "
         "(clean / with [MASK]) | what else differs from mlm |",
@@ -133,8 +134,8 @@ def write_report(settings, runs: dict, analysis: dict, accuracies: dict) -> Path
         losses = [entry["loss"] for entry in run["log_history"] if "loss" in entry]
         layers = by_model[label]
         rows.append(
-            f"| {label} | {losses[-1]:.3f} | {accuracies[label]:.3f} | {layers['self_similarity'][-1]:.3f} | "
-            f"{layers['effective_rank'][-1]} / {layers['effective_rank_with_mask'][-1]} (of {layers['hidden_size']}) | "
+            f"| {label} | {losses[-1]:.3f} | {accuracies[label]:.3f} | {layers.self_similarity[-1]:.3f} | "
+            f"{layers.effective_rank[-1]} / {layers.effective_rank_with_mask[-1]} (of {layers.hidden_size}) | "
             f"{get_family(label).demo_confounds} |"
         )
     tokens = settings.steps * settings.batch_size * settings.block_size
@@ -171,7 +172,8 @@ def write_report(settings, runs: dict, analysis: dict, accuracies: dict) -> Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    settings = build_parser().parse_args(argv)
+    parser = build_parser()
+    settings = parser.parse_args(accept_dashed_spellings(argv, parser))
     names = [get_family(name.strip()).name for name in settings.methods.split(",")]
     settings.output_dir.mkdir(parents=True, exist_ok=True)
 
@@ -184,20 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     print("\n=== analysis ===", flush=True)
-    paths = [run["path"] for run in runs.values()]
-    analyze(
-        [
-            *paths,
-            "--labels",
-            *runs,
-            "--output-dir",
-            str(settings.output_dir / "analysis"),
-            "--max-sentences",
-            "400",
-            "--trust-remote-code",
-        ]
+    analysis = analyze(
+        [run["path"] for run in runs.values()],
+        settings.output_dir / "analysis",
+        labels=list(runs),
+        max_sentences=400,
+        trust_remote_code=True,
     )
-    analysis = json.loads((settings.output_dir / "analysis" / "report.json").read_text())
 
     task = word_order_task(corpus_sentences(None, settings.finetune_examples), settings.seed)
     accuracies = {}

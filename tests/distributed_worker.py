@@ -74,7 +74,7 @@ def method_arguments(method: str, init: str, **overrides) -> PretrainArguments:
         extra["config_overrides"] += f",{NO_DROPOUT}"
     if method == "biphasic":
         extra["phases"] = PHASES  # Llama attention_dropout is 0.0 by default
-    settings = dict(method=method, max_documents=40, vocab_size=300, block_size=32, **extra)
+    settings = dict(method=method, max_documents=40, block_size=32, **extra)
     return PretrainArguments(**{**settings, **overrides})
 
 
@@ -186,7 +186,7 @@ def train_one(method: str, init: str, output_dir: Path, rank: int) -> None:
 def tokenizer_on_the_spot(init: str, output_dir: Path, rank: int) -> None:
     """`hf-encoders pretrain` without --tokenizer_name: every rank builds the Trainer, tokenizer included."""
     trainer = build_trainer(
-        method_arguments("mlm", init, tokenizer_name=None),
+        method_arguments("mlm", init, tokenizer_name=None, vocab_size=300),
         training_arguments(output_dir / "tokenizer", ddp_backend="gloo"),
     )
     vocab = sorted(trainer.processing_class.get_vocab().items())

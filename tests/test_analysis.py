@@ -366,11 +366,11 @@ def test_analyze_command_writes_report_and_plots(tmp_path, tokenizer):
             str(tmp_path / "mae_lm"),
             "--corpus",
             str(corpus),
-            "--output-dir",
+            "--output_dir",
             str(output),
-            "--batch-size",
+            "--batch_size",
             "3",
-            "--max-sentences",
+            "--max_sentences",
             "3",
             "--device",
             "cpu",
@@ -399,7 +399,7 @@ def test_analyze_command_takes_labels_and_checks_their_count(tmp_path, tokenizer
         str(tmp_path / "student"),
         "--corpus",
         str(corpus),
-        "--output-dir",
+        "--output_dir",
         str(tmp_path / "out"),
         "--device",
         "cpu",
@@ -407,7 +407,7 @@ def test_analyze_command_takes_labels_and_checks_their_count(tmp_path, tokenizer
     assert analyze([*common, "--labels", "tacl"]) == 0
     assert json.loads((tmp_path / "out" / "report.json").read_text())["models"][0]["model"] == "tacl"
     assert_png(tmp_path / "out" / "similarity_tacl.png")
-    with pytest.raises(SystemExit):
+    with pytest.raises(ValueError, match="--labels names 2 model"):
         analyze([*common, "--labels", "a", "b"])
 
 
@@ -418,5 +418,5 @@ def test_analyze_names_a_missing_model_before_analysing_any(tmp_path, tokenizer)
     output = tmp_path / "out"
     message = f"cannot load a tokenizer from '{re.escape(str(missing))}'.*Pass checkpoint folders"
     with pytest.raises(TokenizerLoadError, match=message):
-        analyze([str(tmp_path / "good"), str(missing), "--output-dir", str(output), "--device", "cpu"])
+        analyze([str(tmp_path / "good"), str(missing), "--output_dir", str(output), "--device", "cpu"])
     assert not output.exists() or not os.listdir(output), "the first model was analysed before the second was checked"

@@ -364,7 +364,7 @@ def test_a_checkpoint_of_one_family_is_refused_by_another(saved, source, target,
 
 def test_foreign_transformers_checkpoints_are_sent_to_the_converters(tmp_path):
     tiny_llama_folder(tmp_path / "llama")
-    message = "'llama' model, not a biphasic one.*convert it with `hf-encoders convert --from-causal-lm`"
+    message = "'llama' model, not a biphasic one.*convert it with `hf-encoders convert --from_causal_lm`"
     with pytest.raises(ValueError, match=message):
         BiphasicEncoderForPreTraining.from_pretrained(tmp_path / "llama")
     BertForPreTraining(BertConfig(**BERT_STUDENT, num_attention_heads=4)).save_pretrained(tmp_path / "bert")

@@ -62,7 +62,7 @@ def test_convert_turns_a_causal_lm_folder_into_a_biphasic_checkpoint(tmp_path):
     llama = tiny_llama()
     llama.save_pretrained(tmp_path / "llama")
     tiny_tokenizer().save_pretrained(tmp_path / "llama")
-    assert main(["convert", "--from-causal-lm", str(tmp_path / "llama"), str(tmp_path / "converted")]) == 0
+    assert main(["convert", "--from_causal_lm", str(tmp_path / "llama"), str(tmp_path / "converted")]) == 0
     converted = AutoModelForPreTraining.from_pretrained(tmp_path / "converted").eval()
     assert isinstance(converted, BiphasicEncoderForPreTraining)
     ids = sample_batch()["input_ids"]

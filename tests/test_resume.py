@@ -47,7 +47,7 @@ def method_arguments(method: str, bert_init: str, **overrides) -> PretrainArgume
     )
     if method == "biphasic":
         extra["phases"] = "clm:0.5,mlm:0.5"  # the switch (step 3) comes before the kill
-    settings = dict(method=method, max_documents=40, vocab_size=300, block_size=32, **extra)
+    settings = dict(method=method, max_documents=40, block_size=32, **extra)
     return PretrainArguments(**{**settings, **overrides})
 
 
@@ -96,8 +96,10 @@ def test_a_killed_run_resumes_exactly(method, masking, bert_init, tmp_path):
     assert checkpoint == str(tmp_path / "b" / "checkpoint-4")
     # As `hf-encoders pretrain --resume_from_checkpoint true` does it: no tokenizer given, the checkpoint's is used.
     resumed_args = (
-        method_arguments(method, bert_init, tokenizer_name=None, masking=masking) if method != "tacl" else args
-    )
+        method_arguments(method, bert_init, tokenizer_name=None, vocab_size=300, masking=masking)
+        if method != "tacl"
+        else args
+    )  # --vocab_size, read without a tokenizer, is not refused though the resumed run reads the checkpoint's
     resumed = build_trainer(resumed_args, training_arguments(tmp_path / "b"), resume_from_checkpoint=checkpoint)
     resumed.train(resume_from_checkpoint=checkpoint)
 

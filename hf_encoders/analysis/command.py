@@ -1,6 +1,6 @@
 """`hf-encoders analyze MODEL [MODEL ...]`: the diagnostics of several encoders over one corpus.
 
-Writes into --output-dir:
+Writes into --output_dir (`analyze()` is the same from Python):
 - report.json: the settings and one `LayerwiseReport` per model;
 - layer_curves.png: every per-layer diagnostic, the models overlaid (TaCL Fig. 2, MAE-LM Fig. 1a-b);
 - similarity_<model>.png: the last layer's token similarity matrix of one sentence (TaCL Fig. 3).
@@ -14,102 +14,119 @@ import re
 from pathlib import Path
 
 import torch
-from transformers import AutoModel, PreTrainedTokenizerBase
+from transformers import AutoModel
 
 from ..data.corpus import load_documents
 from ..data.sentences import split_sentences
 from ..data.tokenizer import load_tokenizer
+from ..flag_spellings import accept_dashed_spellings
 from .files import atomic_output
 from .plots import plot_layer_curves, plot_similarity_heatmap
 from .report import LayerwiseReport, layerwise_report, token_similarity_matrix
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hf-encoders analyze", description=__doc__.splitlines()[0])
+    # Options left out fall back to analyze()'s defaults: one place states them.
+    parser = argparse.ArgumentParser(
+        prog="hf-encoders analyze", description=__doc__.splitlines()[0], argument_default=argparse.SUPPRESS
+    )
     parser.add_argument("models", nargs="+", metavar="MODEL", help="checkpoint folder for AutoModel and AutoTokenizer")
     parser.add_argument(
         "--corpus", help="file, folder or dataset name (default: English prose from Python's own documentation)"
     )
-    parser.add_argument("--max-sentences", type=int, default=2000, help="analyse the corpus's first N sentences")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-length", type=int, default=128, help="truncate sentences to this many tokens")
-    parser.add_argument("--mask-probability", type=float, default=0.15, help="share of real tokens masked")
-    parser.add_argument("--rank-threshold", type=float, default=0.9, help="tau of the effective rank")
-    parser.add_argument("--heatmap-text", help="sentence of the heatmaps (default: the corpus's first of 8+ words)")
+    parser.add_argument("--max_sentences", type=int, help="analyse the corpus's first N sentences")
+    parser.add_argument("--batch_size", type=int)
+    parser.add_argument("--max_length", type=int, help="truncate sentences to this many tokens")
+    parser.add_argument("--mask_probability", type=float, help="share of real tokens masked")
+    parser.add_argument("--rank_threshold", type=float, help="tau of the effective rank")
+    parser.add_argument("--heatmap_text", help="sentence of the heatmaps (default: the corpus's first of 8+ words)")
     parser.add_argument(
         "--labels", nargs="+", metavar="LABEL", help="names of the models in plots and report (default: folder names)"
     )
-    parser.add_argument("--output-dir", type=Path, default=Path("analysis"))
-    parser.add_argument("--seed", type=int, default=0, help="seed of the [MASK] positions")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--trust-remote-code", action="store_true", help="run modelling code shipped by a checkpoint")
+    parser.add_argument("--output_dir", type=Path, default=Path("analysis"))
+    parser.add_argument("--seed", type=int, help="seed of the [MASK] positions")
+    parser.add_argument("--device", help="default: cuda where available, else cpu")
+    parser.add_argument("--trust_remote_code", action="store_true", help="run modelling code shipped by a checkpoint")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    sentences = corpus_sentences(args.corpus, args.max_sentences)
-    if not sentences:
-        parser.error("the corpus holds no sentences")
-    heatmap_text = args.heatmap_text or _first_long_sentence(sentences)
-    if args.labels is not None and len(args.labels) != len(args.models):
-        parser.error(f"--labels names {len(args.labels)} model(s) but {len(args.models)} MODEL path(s) were given")
+    args = parser.parse_args(accept_dashed_spellings(argv, parser))
+    reports = analyze(**vars(args))
+    print(f"Wrote report.json, layer_curves.png and {len(reports)} heatmap(s) to {args.output_dir}")
+    return 0
 
+
+def analyze(
+    models: list[str],
+    output_dir: str | Path,
+    *,
+    corpus: str | None = None,
+    labels: list[str] | None = None,
+    max_sentences: int = 2000,
+    batch_size: int = 32,
+    max_length: int = 128,
+    mask_probability: float = 0.15,
+    rank_threshold: float = 0.9,
+    heatmap_text: str | None = None,
+    seed: int = 0,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+) -> list[LayerwiseReport]:
+    """The diagnostics of `models` (checkpoint folders or Hub names) over the first `max_sentences` sentences of
+    `corpus`, one `LayerwiseReport` each; writes report.json, layer_curves.png and one heatmap per model into
+    `output_dir`. `seed` fixes the [MASK] positions; `labels` name the models (default: their folder names)."""
+    sentences = corpus_sentences(corpus, max_sentences)
+    if not sentences:
+        raise ValueError(f"the corpus {corpus or '(the embedded one)'} holds no sentences; pass --corpus another one.")
+    heatmap_text = heatmap_text or _first_long_sentence(sentences)
+    if labels is not None and len(labels) != len(models):
+        raise ValueError(f"--labels names {len(labels)} model(s) but {len(models)} MODEL path(s) were given.")
+    output_dir = Path(output_dir)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    settings = {
+        "corpus": corpus,
+        "sentences": len(sentences),
+        "max_length": max_length,
+        "mask_probability": mask_probability,
+        "rank_threshold": rank_threshold,
+        "seed": seed,
+        "heatmap_text": heatmap_text,
+    }
     # Every tokenizer first: a mistyped path fails in seconds, not after the models before it were analysed.
     tokenizers = [
         load_tokenizer(
             path,
             fix="Pass checkpoint folders holding their tokenizer (as hf-encoders pretrain writes them) or Hub names.",
-            trust_remote_code=args.trust_remote_code,
+            trust_remote_code=trust_remote_code,
         )
-        for path in args.models
+        for path in models
     ]
-    reports = [
-        analyse_checkpoint(path, tokenizer, label, sentences, heatmap_text, args)
-        for path, tokenizer, label in zip(args.models, tokenizers, args.labels or _labels(args.models))
-    ]
-    plot_layer_curves(reports, args.output_dir / "layer_curves.png")
-    settings = {
-        "corpus": args.corpus,
-        "sentences": len(sentences),
-        "max_length": args.max_length,
-        "mask_probability": args.mask_probability,
-        "rank_threshold": args.rank_threshold,
-        "seed": args.seed,
-        "heatmap_text": heatmap_text,
-    }
-    with atomic_output(args.output_dir / "report.json") as temporary:
+    reports = []
+    for path, tokenizer, label in zip(models, tokenizers, labels or _labels(models)):
+        model = AutoModel.from_pretrained(path, trust_remote_code=trust_remote_code).to(device)
+        reports.append(
+            layerwise_report(
+                model,
+                tokenizer,
+                sentences,
+                name=label,
+                batch_size=batch_size,
+                max_length=max_length,
+                mask_probability=mask_probability,
+                rank_threshold=rank_threshold,
+                seed=seed,
+            )
+        )
+        tokens, matrix = token_similarity_matrix(model, tokenizer, heatmap_text, max_length=max_length)
+        heatmap = output_dir / f"similarity_{_slug(label)}.png"
+        plot_similarity_heatmap(tokens, matrix, heatmap, title=f"{label}, last layer")
+        del model  # freed before the next one loads
+    plot_layer_curves(reports, output_dir / "layer_curves.png")
+    with atomic_output(output_dir / "report.json") as temporary:
         temporary.write_text(json.dumps({"settings": settings, "models": [r.to_dict() for r in reports]}, indent=2))
-    print(f"Wrote report.json, layer_curves.png and {len(reports)} heatmap(s) to {args.output_dir}")
-    return 0
-
-
-def analyse_checkpoint(
-    path: str,
-    tokenizer: PreTrainedTokenizerBase,
-    label: str,
-    sentences: list[str],
-    heatmap_text: str,
-    args: argparse.Namespace,
-) -> LayerwiseReport:
-    """The report of one checkpoint, and its heatmap; the model is freed on return, before the next one loads."""
-    model = AutoModel.from_pretrained(path, trust_remote_code=args.trust_remote_code).to(args.device)
-    report = layerwise_report(
-        model,
-        tokenizer,
-        sentences,
-        name=label,
-        batch_size=args.batch_size,
-        max_length=args.max_length,
-        mask_probability=args.mask_probability,
-        rank_threshold=args.rank_threshold,
-        seed=args.seed,
-    )
-    tokens, matrix = token_similarity_matrix(model, tokenizer, heatmap_text, max_length=args.max_length)
-    heatmap = args.output_dir / f"similarity_{_slug(label)}.png"
-    plot_similarity_heatmap(tokens, matrix, heatmap, title=f"{label}, last layer")
-    return report
+    return reports
 
 
 def corpus_sentences(source: str | None, limit: int) -> list[str]:

@@ -123,6 +123,36 @@ class PretrainArguments:
             "scratch (PFS), mlm:1.0 from a checkpoint or a causal LM (CPT)."
         },
     )
+    tacl_temperature: float | None = field(
+        default=None,
+        metadata={
+            "help": "tacl: τ of the token-aware contrastive loss (TaclConfig.temperature; default 0.01, the paper's)."
+        },
+    )
+    tacl_loss_weight: float | None = field(
+        default=None,
+        metadata={"help": "tacl: weight of the contrastive term in the loss (default 1, as in the paper)."},
+    )
+    mlm_loss_weight: float | None = field(
+        default=None, metadata={"help": "tacl: weight of the masked-LM term in the loss (default 1)."}
+    )
+    nsp_loss_weight: float | None = field(
+        default=None, metadata={"help": "tacl: weight of the next-sentence-prediction term in the loss (default 1)."}
+    )
+    use_nsp: bool | None = field(
+        default=None,
+        metadata={
+            "help": "tacl: train next-sentence prediction too (needs a student with an NSP head). Default: on for "
+            "BERT students, off for others."
+        },
+    )
+    exclude_padding_from_contrast: bool | None = field(
+        default=None,
+        metadata={
+            "help": "tacl: keep padding out of the contrastive loss's negatives (default true); false reproduces the "
+            "reference code, which pads to 256 and counts the padding as negatives."
+        },
+    )
     validation_split_percentage: float | None = field(
         default=None,
         metadata={

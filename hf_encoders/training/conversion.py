@@ -1,4 +1,4 @@
-"""From a causal LM's checkpoint to a biphasic encoder (`hf-encoders convert --from-causal-lm PATH OUT`, and biphasic
+"""From a causal LM's checkpoint to a biphasic encoder (`hf-encoders convert --from_causal_lm PATH OUT`, and biphasic
 `pretrain --from_causal_lm`), and the tokenizer fixes biphasic training needs.
 
 This is the package's side of the biphasic family: checkpoints carry the model folder only, so the conversion lives

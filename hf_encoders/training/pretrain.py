@@ -169,6 +169,8 @@ def build_trainer(
     args: PretrainArguments, training_args: TrainingArguments, resume_from_checkpoint: str | None = None
 ) -> Trainer:
     """Everything `pretrain` trains with: corpus, tokenizer, model, data, collator and callbacks of the method."""
+    recipe = get_recipe(args.method)
+    recipe.check_arguments(args)  # the options as given, before a resumed run reads its own tokenizer
     if resume_from_checkpoint is not None and args.tokenizer_name is None and args.starting_checkpoint is None:
         # A tokenizer trained on the spot cannot be trained again identically (tokenizers' WordPiece trainer breaks
         # frequency ties in hash order), so a resumed run reads the one Trainer saved with the checkpoint.
@@ -181,8 +183,6 @@ def build_trainer(
     prefer_aten_random_numbers(training_args)
     if training_args.device.type == "cpu":  # nothing to pin memory for: torch would warn at every dataloader
         training_args.dataloader_pin_memory = False
-    recipe = get_recipe(args.method)
-    recipe.check_arguments(args)
     check_validation_arguments(args, training_args)
     with training_args.main_process_first(local=False, desc="preparing the output folder"):
         if training_args.process_index == 0:

@@ -69,7 +69,7 @@ class BiphasicPreTrainedModel(CheckpointMixin, LlamaPreTrainedModel):
     @classmethod
     def foreign_checkpoint_fix(cls, model_type: str) -> str:
         if model_type in CONVERTIBLE_CAUSAL_LMS:
-            return "convert it with `hf-encoders convert --from-causal-lm` (or BiphasicEncoderForPreTraining.from_causal_lm)"
+            return "convert it with `hf-encoders convert --from_causal_lm` (or BiphasicEncoderForPreTraining.from_causal_lm)"
         return super().foreign_checkpoint_fix(model_type)
 
     @classmethod

@@ -6,16 +6,56 @@ into training examples, which model to build, and which callbacks it needs; its 
 its entry in `hf_encoders.families`.
 """
 
+from dataclasses import fields
 from pathlib import Path
 
 from datasets import Dataset
-from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
+from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
 from ...data.tokenizer import load_or_train_tokenizer, load_tokenizer
-from ...families import Family, load
+from ...families import FAMILIES, Family, load
+from ..arguments import PretrainArguments
+from ..model_sizes import parse_config_overrides
+
+# The options every method reads: the corpus, validation, measuring and output options `pretrain` handles itself, and
+# the tokenizer, block and masking options every recipe passes on (the span options only with --masking span).
+COMMON_OPTIONS = (
+    "method",
+    "corpus",
+    "dataset_config",
+    "text_column",
+    "streaming",
+    "max_documents",
+    "tokenizer_name",
+    "model_name_or_path",
+    "block_size",
+    "mlm_probability",
+    "masking",
+    "max_span_length",
+    "span_geometric_p",
+    "validation_split_percentage",
+    "validation_file",
+    "diagnostics_steps",
+    "diagnostics_sentences",
+    "peak_tflops",
+    "overwrite_output_dir",
+    "preprocessing_num_workers",
+    "tokenized_dir",
+    "skip_bad_rows",
+)
+
+
+def options_set(args: PretrainArguments) -> list[str]:
+    """The options given a value other than their default, in the order `--help` lists them."""
+    return [option.name for option in fields(args) if getattr(args, option.name) != option.default]
 
 
 class Recipe:
+    # The PretrainArguments fields the method reads; `pretrain` refuses any other the user sets, with the reason
+    # (`unread_options`), as transformers' run_mlm.py refuses options that would be ignored.
+    options: tuple[str, ...] = (*COMMON_OPTIONS, "vocab_size", "model_size", "config_overrides")
+    # The config class --config_overrides shape (None: the method takes none).
+    config_class: type[PreTrainedConfig] | None = None
     # The pipeline tag the output folder's model card declares.
     pipeline_tag: str | None = "fill-mask"
     # The evaluation log's language-modelling loss, whose exp is `eval_perplexity`.
@@ -59,28 +99,73 @@ class Recipe:
         return load(self.family.collator)(tokenizer, pad_to_multiple_of=8, **ratio, **unit)
 
     def check_arguments(self, args) -> None:
-        """Refuse options the method cannot honour, before the corpus is read."""
-        if args.from_causal_lm:
-            raise ValueError(
-                f"--from_causal_lm converts a causal LM for the biphasic method; {self.family.title} cannot start "
-                "from one. Drop it, or pass --model_name_or_path a checkpoint of this method's model."
-            )
-        self.check_config_overrides(args)
-        if args.pack_documents and self.no_packed_documents:
-            raise ValueError(
-                f"--pack_documents cannot be used with {self.family.title}: {self.no_packed_documents} Drop "
-                "--pack_documents, or pre-train with --method mae_lm or --method biphasic, whose models keep "
-                "attention within each document of a packed row."
-            )
+        """Refuse options the method cannot honour, or would ignore, before the corpus is read."""
+        unread = self.unread_options(args)
+        for option in options_set(args):
+            if option in unread:
+                raise ValueError(unread[option])
+        if args.config_overrides and self.config_class is not None:  # a mistyped field fails before the corpus is read
+            parse_config_overrides(args.config_overrides, self.config_class)
 
-    def check_config_overrides(self, args) -> None:
-        """Refuse --config_overrides where the model is loaded, not built, and they would be ignored."""
-        start = args.from_causal_lm or args.model_name_or_path
-        if args.config_overrides and start and not self.overrides_apply_to(start):
-            raise ValueError(
-                f"--config_overrides shapes a model built from scratch, but {self.family.title} continues {start} "
-                "as it is saved, so they would be ignored. Drop --config_overrides (or --model_name_or_path)."
+    def unread_options(self, args) -> dict[str, str]:
+        """Every option this run does not read, with the message refusing it: those the method never reads, and
+        those other options make moot (a size preset when continuing a checkpoint, ...)."""
+        title, start = self.family.title, args.starting_checkpoint
+        unread = {
+            option.name: self.read_elsewhere(option.name)
+            for option in fields(PretrainArguments)
+            if option.name not in self.options
+        }
+        if "from_causal_lm" in unread:
+            unread["from_causal_lm"] = (
+                f"--from_causal_lm converts a causal LM for the biphasic method; {title} cannot start from one. Drop "
+                "it, or pass --model_name_or_path a checkpoint of this method's model."
             )
+        if self.no_packed_documents:
+            unread["pack_documents"] = (
+                f"--pack_documents cannot be used with {title}: {self.no_packed_documents} Drop --pack_documents, or "
+                "pre-train with --method mae_lm or --method biphasic, whose models keep attention within each document "
+                "of a packed row."
+            )
+        # Moot in this run: setdefault keeps the reason of an option the method never reads.
+        if start:
+            start_option = "--from_causal_lm" if args.from_causal_lm else "--model_name_or_path"
+            unread.setdefault(
+                "model_size",
+                f"--model_size sizes a model built from scratch, but {title} continues {start}, whose size is "
+                f"saved with it. Drop --model_size (or {start_option}).",
+            )
+            if not self.overrides_apply_to(start):
+                unread.setdefault(
+                    "config_overrides",
+                    f"--config_overrides shapes a model built from scratch, but {title} continues {start} as it is "
+                    f"saved, so they would be ignored. Drop --config_overrides (or {start_option}).",
+                )
+        if args.tokenizer_name or start:
+            unread.setdefault(
+                "vocab_size",
+                f"--vocab_size sizes a tokenizer trained on the corpus, but this run uses the tokenizer of "
+                f"{args.tokenizer_name or start}. Drop --vocab_size (or --tokenizer_name, to train one).",
+            )
+        if args.masking != "span":
+            for option in ("max_span_length", "span_geometric_p"):
+                unread[option] = f"--{option} shapes the spans of --masking span, not --masking {args.masking}."
+        if args.diagnostics_steps is None:
+            unread["diagnostics_sentences"] = (
+                "--diagnostics_sentences sets how many sentences --diagnostics_steps probes; add --diagnostics_steps N "
+                "or drop it."
+            )
+        return unread
+
+    def read_elsewhere(self, option: str) -> str:
+        """The message refusing an option this method never reads, naming the methods that do."""
+        from . import get_recipe  # every recipe's module: only when an option is refused
+
+        readers = [name for name in FAMILIES if option in get_recipe(name).options]
+        return (
+            f"{self.family.title} does not read --{option}; only --method {' or '.join(readers)} does. Drop "
+            f"--{option}, or pre-train with {'that method' if len(readers) == 1 else 'one of those'}."
+        )
 
     def overrides_apply_to(self, start: str) -> bool:
         """Whether --config_overrides shape the model started from `start` (a checkpoint or causal LM)."""

@@ -33,16 +33,26 @@ SIZES = {
 
 
 class BiphasicRecipe(Recipe):
+    config_class = BiphasicConfig
     packing_style = "Llama-style blocks (documents started by BOS and ended by EOS)"
+    options = (*Recipe.options, "from_causal_lm", "pack_documents", "phases")
 
     def check_arguments(self, args) -> None:
-        # Not the base check: this is the method --from_causal_lm is for.
-        self.check_config_overrides(args)
         if args.from_causal_lm and args.model_name_or_path:
             raise ValueError(
                 "Pass one starting point: --from_causal_lm (a causal LM to convert) or --model_name_or_path "
                 "(a biphasic checkpoint to continue), not both."
             )
+        super().check_arguments(args)
+
+    def unread_options(self, args) -> dict[str, str]:
+        unread = super().unread_options(args)
+        if args.from_causal_lm:
+            unread["tokenizer_name"] = (
+                f"--tokenizer_name is not read with --from_causal_lm: the encoder keeps the vocabulary of "
+                f"{args.from_causal_lm}, whose own tokenizer it is given. Drop --tokenizer_name."
+            )
+        return unread
 
     def build_tokenizer(self, args, documents):
         if args.from_causal_lm:
@@ -79,7 +89,7 @@ class BiphasicRecipe(Recipe):
                 max_position_embeddings=max(BiphasicConfig.max_position_embeddings, args.block_size),
             )
             config = BiphasicConfig(
-                **{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides, BiphasicConfig)}
+                **{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides, self.config_class)}
             )
             model = BiphasicEncoderForPreTraining(config)
         if args.block_size > model.config.max_position_embeddings:

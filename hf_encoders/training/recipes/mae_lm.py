@@ -31,6 +31,8 @@ SIZES = {
 
 
 class MaeLmRecipe(Recipe):
+    config_class = MaeLmConfig
+    options = (*Recipe.options, "pack_documents", "mask_in_encoder_fraction")
     packing_style = "BERT-style blocks ([CLS] ... [SEP], documents separated by [SEP])"
 
     def check_arguments(self, args) -> None:
@@ -82,7 +84,7 @@ class MaeLmRecipe(Recipe):
             max_position_embeddings=max(512, args.block_size),
         )
         config = MaeLmConfig(
-            **{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides, MaeLmConfig)}
+            **{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides, self.config_class)}
         )
         return MaeLmForMaskedLM(config)
 

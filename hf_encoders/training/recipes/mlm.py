@@ -5,6 +5,7 @@ from transformers import BertConfig, BertForMaskedLM
 
 from ..model_sizes import sized_config_kwargs
 from . import mae_lm
+from .base import Recipe
 
 # MAE-LM's encoder shapes (not its decoder), so a comparison changes the method and nothing else.
 ENCODER_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
@@ -13,6 +14,12 @@ SIZES = {size: {name: shape[name] for name in ENCODER_FIELDS} for size, shape in
 
 class MlmRecipe(mae_lm.MaeLmRecipe):
     """Shares MAE-LM's data (BERT-style packed blocks); only the model differs."""
+
+    config_class = BertConfig
+    options = Recipe.options  # not --pack_documents: its model cannot keep packed documents apart
+    # MAE-LM's data, not its δ: BERT's encoder reads every [MASK], and its card has no δ to state.
+    build_collator = Recipe.build_collator
+    summary_lines = Recipe.summary_lines
 
     no_packed_documents = (
         "its model is transformers' BertForMaskedLM, whose sdpa and eager attention take no packed-sequence mask, "
@@ -31,6 +38,6 @@ class MlmRecipe(mae_lm.MaeLmRecipe):
             max_position_embeddings=max(512, args.block_size),
         )
         config = BertConfig(
-            **{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides, BertConfig)}
+            **{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides, self.config_class)}
         )
         return BertForMaskedLM(config)

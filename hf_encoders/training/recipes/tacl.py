@@ -14,9 +14,18 @@ from ...data.sentence_pairs import build_sentence_pairs
 from ...data.sentences import documents_to_sentences
 from ...data.tokenizer import load_tokenizer
 from ...models.tacl import TaclForPreTraining
-from .base import Recipe
+from .base import COMMON_OPTIONS, Recipe
 
 STUDENT_FOLDER = "student"
+# The pretrain options that set TaclConfig fields, by field (unset: the config's default).
+CONFIG_OPTIONS = {
+    "temperature": "tacl_temperature",
+    "tacl_loss_weight": "tacl_loss_weight",
+    "mlm_loss_weight": "mlm_loss_weight",
+    "nsp_loss_weight": "nsp_loss_weight",
+    "use_nsp": "use_nsp",
+    "exclude_padding_from_contrast": "exclude_padding_from_contrast",
+}
 # Encoders whose position ids start after the padding index (transformers' RoBERTa family): they cover fewer tokens
 # than max_position_embeddings, as TaclForPreTraining.max_sequence_length counts.
 POSITIONS_AFTER_PADDING = ("roberta", "xlm-roberta", "camembert", "data2vec-text")
@@ -35,6 +44,8 @@ def student_length_limit(encoder: str) -> int | None:
 
 
 class TaclRecipe(Recipe):
+    # An encoder continued as it is, in its own vocabulary: no size, config overrides or tokenizer to train.
+    options = (*COMMON_OPTIONS, *CONFIG_OPTIONS.values())
     # The output folder is a training state, which no pipeline runs; its student is a fill-mask model.
     pipeline_tag = None
     packing_style = "sentence pairs (BERT's next-sentence prediction)"
@@ -82,7 +93,7 @@ class TaclRecipe(Recipe):
 
     def build_model(self, args, tokenizer):
         encoder = self.require_encoder(args)
-        model = TaclForPreTraining.from_encoder(encoder)
+        model = TaclForPreTraining.from_encoder(encoder, **self.config_options(args))
         vocab_size = model.config.student_config.vocab_size
         if len(tokenizer) > vocab_size:
             raise ValueError(
@@ -90,6 +101,15 @@ class TaclRecipe(Recipe):
                 f"use the encoder's own tokenizer (--tokenizer_name {encoder})."
             )
         return model
+
+    @staticmethod
+    def config_options(args) -> dict:
+        """The TaclConfig fields the command line sets."""
+        return {
+            field: getattr(args, option)
+            for field, option in CONFIG_OPTIONS.items()
+            if getattr(args, option) is not None
+        }
 
     def encoder(self, model):
         return model.student

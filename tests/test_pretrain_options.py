@@ -1,0 +1,158 @@
+"""`hf-encoders pretrain` refuses every option the run would not read, with the reason: every PretrainArguments field
+set alone for every method (a table stating independently who reads what), then the options other options make moot.
+TaCL's knobs reach its config."""
+
+from dataclasses import fields
+
+import pytest
+from transformers import AutoTokenizer, HfArgumentParser
+
+from hf_encoders.cli import main
+from hf_encoders.families import FAMILIES
+from hf_encoders.training.arguments import PretrainArguments
+from hf_encoders.training.recipes import get_recipe
+from tests.tiny_models import tiny_mae_lm_config
+
+ALL = set(FAMILIES)
+# Every option but --method, a value other than its default, and the methods that read it when set alone (TaCL
+# continuing its encoder, the others from scratch).
+OPTIONS = {
+    "corpus": ("corpus.txt", ALL),
+    "dataset_config": ("wikitext-2-raw-v1", ALL),
+    "text_column": ("body", ALL),
+    "streaming": (True, ALL),
+    "max_documents": (10, ALL),
+    "tokenizer_name": ("tokenizer/", ALL),
+    "vocab_size": (500, {"mlm", "mae_lm", "biphasic"}),
+    "model_name_or_path": ("checkpoint/", ALL),
+    "from_causal_lm": ("smollm2.gguf", {"biphasic"}),
+    "model_size": ("small", {"mlm", "mae_lm", "biphasic"}),
+    "config_overrides": ("num_hidden_layers=1", {"mlm", "mae_lm", "biphasic"}),
+    "block_size": (64, ALL),
+    "mlm_probability": (0.3, ALL),
+    "masking": ("whole_word", ALL),
+    "max_span_length": (5, set()),  # read with --masking span only
+    "span_geometric_p": (0.5, set()),
+    "pack_documents": (True, {"mae_lm", "biphasic"}),
+    "phases": ("mlm:1.0", {"biphasic"}),
+    "tacl_temperature": (0.05, {"tacl"}),
+    "tacl_loss_weight": (0.5, {"tacl"}),
+    "mlm_loss_weight": (0.5, {"tacl"}),
+    "nsp_loss_weight": (0.0, {"tacl"}),
+    "use_nsp": (False, {"tacl"}),
+    "exclude_padding_from_contrast": (False, {"tacl"}),
+    "validation_split_percentage": (5.0, ALL),
+    "validation_file": ("validation.txt", ALL),
+    "diagnostics_steps": (100, ALL),
+    "diagnostics_sentences": (16, set()),  # read with --diagnostics_steps only
+    "peak_tflops": (989.0, ALL),
+    "overwrite_output_dir": (True, ALL),
+    "preprocessing_num_workers": (2, ALL),
+    "mask_in_encoder_fraction": (0.5, {"mae_lm"}),
+    "tokenized_dir": ("cache/", ALL),
+    "skip_bad_rows": (True, ALL),
+}
+
+
+def test_the_table_covers_every_option():
+    assert set(OPTIONS) == {option.name for option in fields(PretrainArguments)} - {"method"}
+
+
+def base_arguments(method: str, bert: str, **options) -> PretrainArguments:
+    start = {"model_name_or_path": bert} if method == "tacl" else {}
+    return PretrainArguments(method=method, **{**start, **options})
+
+
+@pytest.mark.parametrize("method", list(FAMILIES))
+@pytest.mark.parametrize("option", list(OPTIONS))
+def test_an_option_is_read_or_refused_naming_it(bert, method, option):
+    value, readers = OPTIONS[option]
+    args = base_arguments(method, bert, **{option: value})
+    if method in readers:
+        get_recipe(method).check_arguments(args)
+    else:
+        with pytest.raises(ValueError, match=f"--{option}\\b"):
+            get_recipe(method).check_arguments(args)
+
+
+@pytest.mark.parametrize(
+    "method,option,message",
+    [
+        ("mlm", "phases", "MLM \\(BERT baseline\\) does not read --phases; only --method biphasic does"),
+        ("tacl", "vocab_size", "TaCL does not read --vocab_size; only --method mlm or mae_lm or biphasic does"),
+        ("mae_lm", "tacl_temperature", "MAE-LM does not read --tacl_temperature; only --method tacl does"),
+        ("mae_lm", "from_causal_lm", "--from_causal_lm converts a causal LM for the biphasic method"),
+        ("tacl", "pack_documents", "--pack_documents cannot be used with TaCL: TaCL trains on sentence pairs"),
+        ("mlm", "max_span_length", "--max_span_length shapes the spans of --masking span, not --masking token"),
+        ("biphasic", "diagnostics_sentences", "how many sentences --diagnostics_steps probes; add --diagnostics_steps"),
+    ],
+)
+def test_the_refusal_says_why(bert, method, option, message):
+    with pytest.raises(ValueError, match=message):
+        get_recipe(method).check_arguments(base_arguments(method, bert, **{option: OPTIONS[option][0]}))
+
+
+@pytest.fixture(scope="module")
+def mae_lm_checkpoint(tmp_path_factory):
+    from hf_encoders.models.mae_lm import MaeLmForMaskedLM
+
+    folder = tmp_path_factory.mktemp("mae_lm")
+    MaeLmForMaskedLM(tiny_mae_lm_config()).save_pretrained(folder)
+    return str(folder)
+
+
+# (method, the run's options, the option set on top, the refusal or None where the run reads it)
+MOOT = [
+    ("mlm", {"model_name_or_path": "bert"}, {"model_size": "small"}, "--model_size sizes a model built from scratch"),
+    ("mae_lm", {"model_name_or_path": "bert"}, {"model_size": "small"}, "--model_size sizes a model built from"),
+    ("mae_lm", {"model_name_or_path": "bert"}, {"config_overrides": "decoder_num_hidden_layers=2"}, None),
+    ("mae_lm", {"model_name_or_path": "mae_lm"}, {"config_overrides": "num_hidden_layers=1"}, "continues .* as it"),
+    ("biphasic", {"from_causal_lm": "lm.gguf"}, {"model_size": "small"}, "--model_size sizes a model built from"),
+    ("biphasic", {"from_causal_lm": "lm.gguf"}, {"tokenizer_name": "bert"}, "keeps the vocabulary of lm.gguf"),
+    ("biphasic", {"from_causal_lm": "lm.gguf"}, {"vocab_size": 500}, "this run uses the tokenizer of lm.gguf"),
+    ("biphasic", {"model_name_or_path": "ckpt/"}, {"phases": "clm:0.5,mlm:0.5"}, None),
+    ("mlm", {"tokenizer_name": "bert"}, {"vocab_size": 500}, "--vocab_size sizes a tokenizer trained on the corpus"),
+    ("mae_lm", {"masking": "span"}, {"max_span_length": 5, "span_geometric_p": 0.5}, None),
+    ("mae_lm", {"masking": "whole_word"}, {"span_geometric_p": 0.5}, "not --masking whole_word"),
+    ("tacl", {"diagnostics_steps": 10}, {"diagnostics_sentences": 16}, None),
+]
+
+
+@pytest.mark.parametrize("method,run,option,message", MOOT)
+def test_an_option_another_makes_moot_is_refused(bert, mae_lm_checkpoint, method, run, option, message):
+    checkpoints = {"bert": bert, "mae_lm": mae_lm_checkpoint}
+    run = {name: checkpoints.get(value, value) for name, value in run.items()}
+    args = base_arguments(method, bert, **run, **option)
+    if message is None:
+        get_recipe(method).check_arguments(args)
+    else:
+        with pytest.raises(ValueError, match=message):
+            get_recipe(method).check_arguments(args)
+
+
+def test_the_command_refuses_before_reading_the_corpus(bert, tmp_path):
+    output_dir = tmp_path / "out"
+    argv = ["pretrain", "--method", "tacl", "--model_name_or_path", bert, "--output_dir", str(output_dir)]
+    with pytest.raises(ValueError, match="TaCL does not read --model_size"):
+        main([*argv, "--model_size", "small", "--corpus", str(tmp_path / "missing.txt")])
+    assert not output_dir.exists()
+
+
+def test_tacl_knobs_reach_its_config_and_unset_ones_keep_its_defaults(bert):
+    parser = HfArgumentParser(PretrainArguments)
+    argv = ["--method", "tacl", "--model_name_or_path", bert, "--tacl_temperature", "0.05", "--use_nsp", "false"]
+    argv += ["--tacl_loss_weight", "0.5", "--nsp_loss_weight", "0", "--exclude_padding_from_contrast", "false"]
+    (args,) = parser.parse_args_into_dataclasses(argv)
+    assert (args.tacl_temperature, args.use_nsp, args.mlm_loss_weight) == (0.05, False, None)
+    recipe = get_recipe("tacl")
+    recipe.check_arguments(args)
+    config = recipe.build_model(args, AutoTokenizer.from_pretrained(bert)).config
+    assert (config.temperature, config.tacl_loss_weight, config.mlm_loss_weight, config.nsp_loss_weight) == (
+        0.05,
+        0.5,
+        1.0,
+        0.0,
+    )
+    assert config.use_nsp is False and config.exclude_padding_from_contrast is False
+    defaults = recipe.build_model(base_arguments("tacl", bert), AutoTokenizer.from_pretrained(bert)).config
+    assert (defaults.temperature, defaults.use_nsp, defaults.exclude_padding_from_contrast) == (0.01, True, True)
