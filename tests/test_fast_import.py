@@ -1,6 +1,7 @@
 """`import hf_encoders` and `hf-encoders --help` load only what they use (bench/import_time.py times them), and the
 Auto classes still know every family right after the import: each registers on its first lookup."""
 
+import ast
 import json
 import os
 import subprocess
@@ -34,6 +35,7 @@ except SystemExit as exit:
 """
 
 REGISTRATION = """
+import ast
 import json
 import hf_encoders
 import transformers
@@ -58,6 +60,7 @@ print(json.dumps(wrong))
 """
 
 DIRECT_IMPORT = """
+import ast
 import json
 import hf_encoders
 from transformers import AutoConfig, AutoModel, BertConfig
@@ -129,3 +132,17 @@ def test_every_public_name_imports(name):
 def test_an_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="module 'hf_encoders' has no attribute 'MaeLmForCausalLM'"):
         hf_encoders.MaeLmForCausalLM  # noqa: B018
+
+
+def test_the_type_checkers_imports_match_the_lazy_names():
+    """The `if TYPE_CHECKING:` imports of hf_encoders/__init__.py, what type checkers and IDEs read, are the lazy names
+    one for one: a name added to one list only would be unseen by type checkers or fail at run time."""
+    tree = ast.parse(Path(hf_encoders.__file__).read_text())
+    block = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    imported = {
+        ("." * node.level + node.module, alias.name)
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert imported == {(module, name) for module, names in hf_encoders._LAZY_NAMES.items() for name in names}
