@@ -150,7 +150,10 @@ class _AfterImport(MetaPathFinder):
 
         def exec_module(module: ModuleType) -> None:
             loader_exec_module(module)
-            for callback in self.callbacks.pop(name, ()):
+            callbacks = self.callbacks.pop(name, ())
+            if not self.callbacks and self in sys.meta_path:  # nothing left to watch: out of every later import
+                sys.meta_path.remove(self)
+            for callback in callbacks:
                 callback(module)
 
         spec.loader.exec_module = exec_module  # this spec's own loader instance, made for this import
