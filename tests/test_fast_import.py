@@ -146,3 +146,14 @@ def test_the_type_checkers_imports_match_the_lazy_names():
         for alias in node.names
     }
     assert imported == {(module, name) for module, names in hf_encoders._LAZY_NAMES.items() for name in names}
+
+
+def test_the_plotting_modules_leave_matplotlibs_backend_alone():
+    script = """
+import json
+import matplotlib
+backend = dict.__getitem__(matplotlib.rcParams, "backend")  # unresolved: reading it the usual way would pick one
+import hf_encoders.evaluation.report, hf_encoders.training.loss_curves
+print(json.dumps([dict.__getitem__(matplotlib.rcParams, "backend") == backend, "matplotlib.pyplot" in sys.modules]))
+"""
+    assert json.loads(run_fresh(script).splitlines()[-1]) == [True, False]
