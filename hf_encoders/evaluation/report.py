@@ -7,11 +7,8 @@ import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import matplotlib
+from matplotlib.figure import Figure
 from scipy import stats
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 
 from .tasks import MAIN_METRIC
 
@@ -189,7 +186,8 @@ def summary_json(cells: list[Cell], protocol: dict) -> dict:
 
 def plot_task(task: str, cells: list[Cell], names: dict[str, str], output_dir: Path) -> Path:
     """One strip per model and rate: each seed's validation score as a dot, the mean as a bar."""
-    figure, axis = plt.subplots(figsize=(max(5, 1.2 * sum(len(c.validation_by_rate) for c in cells)), 4))
+    figure = Figure(figsize=(max(5, 1.2 * sum(len(c.validation_by_rate) for c in cells)), 4))
+    axis = figure.subplots()
     ticks, labels, position = [], [], 0.0
     for index, cell in enumerate(cells):
         for rate, values in cell.validation_by_rate.items():
@@ -205,5 +203,4 @@ def plot_task(task: str, cells: list[Cell], names: dict[str, str], output_dir: P
     figure.tight_layout()
     path = output_dir / f"stability_{label.replace(':', '_')}.png"
     figure.savefig(path)
-    plt.close(figure)
     return path

@@ -2,10 +2,7 @@
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 FEW_POINTS = 5  # a training term logged this few times gets markers
 
@@ -33,13 +30,14 @@ def wants_log_axis(values: list[float]) -> bool:
 def plot_loss_curves(curves: dict[str, list[dict]], path: Path, title: str = "Pre-training loss") -> Path:
     """A panel per run (one axis for one run), a line per loss term. `curves` maps a run's label to its Trainer
     log_history. Runs get panels of their own: on one axis, several runs' losses near the same value hide each other."""
-    figure, axes = plt.subplots(len(curves), 1, figsize=(9, 1 + 3.5 * len(curves)), layout="constrained", squeeze=False)
+    # A bare Figure, not pyplot's: no backend to choose, no global figure list to close it from.
+    figure = Figure(figsize=(9, 1 + 3.5 * len(curves)), layout="constrained")
+    axes = figure.subplots(len(curves), 1, squeeze=False)
     for axis, (label, log_history) in zip(axes[:, 0], curves.items()):
         plot_run(axis, log_history)
         axis.set_title(title if len(curves) == 1 else f"{title}: {label}")
     path = Path(path)
     figure.savefig(path.with_suffix(".tmp.png"))
-    plt.close(figure)
     return path.with_suffix(".tmp.png").replace(path)
 
 
