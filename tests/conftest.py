@@ -1,9 +1,23 @@
-"""Fixtures shared by several test modules."""
+"""Fixtures shared by several test modules, and the `slow` marker's switch: `pytest` skips the tests marked
+`@pytest.mark.slow`, `pytest --runslow` runs them too (README's test command and .ci/run do)."""
 
 import pytest
 import torch
 
 from tests.tiny_models import corpus_tokenizer, save_tiny_bert
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", help="also run the tests marked slow (the full suite)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--runslow"):
+        return
+    skip_slow = pytest.mark.skip(reason="slow: run with --runslow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip_slow)
 
 
 @pytest.fixture(scope="module")

@@ -34,48 +34,29 @@ import torch
 from accelerate.utils.fsdp_utils import _find_final_norm
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
-from transformers import BertConfig, TrainerCallback, TrainingArguments
+from transformers import TrainerCallback, TrainingArguments
 
-from hf_encoders import FAMILIES, BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclForPreTraining
+from hf_encoders import FAMILIES
 from hf_encoders.data.corpus import load_documents
 from hf_encoders.training import pretrain as pretrain_module
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.pretrain import build_trainer
 from hf_encoders.training.recipes.tacl import TaclRecipe
 from hf_encoders.training.streaming import stream_for_this_rank
-from tests.tiny_models import (
-    BERT_SHAPE,
-    MASK_TOKEN_ID,
-    VOCAB_SIZE,
-    tiny_biphasic_config,
-    tiny_mae_lm_config,
-    tiny_modernbert_config,
-    tiny_tacl_config,
-)
+from tests.family_specs import fsdp_variants, tiny_run_options
+from tests.tiny_models import MASK_TOKEN_ID, VOCAB_SIZE
 
 METHODS = tuple(FAMILIES)
 MAX_STEPS = 4
 STREAMED_DOCUMENTS = 9  # split over 2 ranks: 5 and 4
-PHASES = "clm:0.5,mlm:0.5"  # biphasic switches to MLM at step 2 of 4
-# No dropout anywhere: the single-process reference draws its dropout masks in a different order than two ranks
-# started from one seed, so with dropout the runs could only agree statistically.
-NO_DROPOUT = "hidden_dropout_prob=0.0,attention_probs_dropout_prob=0.0"  # BERT (mlm) and MAE-LM field names
 
 
 def method_arguments(method: str, init: str, **overrides) -> PretrainArguments:
-    """A tiny run of `method` (the approach of tests/test_resume.py): TaCL continues the BERT at `init`, the others
-    build a one-layer model from scratch with the tokenizer saved in `init` (one tokenizer for every process)."""
-    extra = (
-        {"model_name_or_path": init}
-        if method == "tacl"
-        else {"tokenizer_name": init, "config_overrides": "num_hidden_layers=1"}
-    )
-    if method in ("mlm", "mae_lm"):
-        extra["config_overrides"] += f",{NO_DROPOUT}"
-    if method == "biphasic":
-        extra["phases"] = PHASES  # Llama attention_dropout is 0.0 by default
-    settings = dict(method=method, max_documents=40, block_size=32, **extra)
-    return PretrainArguments(**{**settings, **overrides})
+    """A tiny run of `method` (tests/family_specs.py's `tiny_run_options`), without dropout: the single-process
+    reference draws its dropout masks in a different order than two ranks started from one seed, so with dropout
+    the runs could only agree statistically."""
+    settings = dict(max_documents=40, block_size=32, **tiny_run_options(method, init, dropout=False))
+    return PretrainArguments(method=method, **{**settings, **overrides})
 
 
 def training_arguments(output_dir, per_device: int = 2, accumulation: int = 1, **overrides) -> TrainingArguments:
@@ -309,13 +290,10 @@ def cli_pretrain(init: str, output_dir: Path, rank: int) -> None:
 # ---- FSDP2 ----
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
-# method -> the example FSDP file it trains with. TaCL around BERT is known to fail (see FSDP_KNOWN_FAILURES).
-FSDP_CONFIGS = {
-    "mae_lm": "fsdp_mae_lm.json",
-    "biphasic": "fsdp_biphasic.json",
-    "tacl-modernbert": "fsdp_tacl_modernbert.json",
-    "tacl-bert": "fsdp_bert.json",
-}
+# method -> the example FSDP file it trains with and its tiny model (tests/family_specs.py). TaCL around BERT is
+# known to fail (see FSDP_KNOWN_FAILURES).
+FSDP_VARIANTS = fsdp_variants()
+FSDP_CONFIGS = {method: variant.config_file for method, variant in FSDP_VARIANTS.items()}
 FSDP_KNOWN_FAILURES = ("tacl-bert",)
 FSDP_STEPS = 3
 
@@ -323,17 +301,7 @@ FSDP_STEPS = 3
 def fsdp_model(method: str) -> torch.nn.Module:
     """A tiny dropout-free model of the family, the same on every rank."""
     torch.manual_seed(0)
-    if method == "mae_lm":
-        return MaeLmForMaskedLM(tiny_mae_lm_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
-    if method == "biphasic":
-        model = BiphasicEncoderForPreTraining(tiny_biphasic_config())
-        model.objective = "clm"
-        return model
-    if method == "tacl-bert":
-        student = BertConfig(**BERT_SHAPE, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    else:  # ModernBERT has no dropout by default
-        student = tiny_modernbert_config()
-    return TaclForPreTraining(tiny_tacl_config(student))
+    return FSDP_VARIANTS[method].model()
 
 
 def fsdp_batch(method: str, step: int) -> dict:

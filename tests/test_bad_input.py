@@ -29,8 +29,6 @@ from hf_encoders import (
     BiphasicEncoderForMaskedLM,
     BiphasicEncoderForPreTraining,
     DataCollatorForBiphasic,
-    DataCollatorForMaeLm,
-    DataCollatorForTacl,
     MaeLmForMaskedLM,
     MaeLmModel,
     PhaseScheduleCallback,
@@ -38,7 +36,9 @@ from hf_encoders import (
     TaclForPreTraining,
 )
 from hf_encoders.data.biphasic_collator import next_token_labels
+from hf_encoders.families import FAMILIES, load
 from hf_encoders.training.pretrain import check_mask_token
+from tests.family_specs import FAMILY_SPECS, specs_with
 from tests.tiny_models import (
     MASK_TOKEN_ID,
     PRETRAINING_METHODS,
@@ -76,17 +76,10 @@ def saved(tmp_path_factory):
 # --- tokenizer and [MASK] -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "collator_class,fix",
-    [
-        (DataCollatorForMaeLm, r"add_special_tokens\(\{'mask_token'"),
-        (DataCollatorForTacl, "use the tokenizer of the encoder TaCL continues"),
-        (DataCollatorForBiphasic, r"add_special_tokens\(\{'mask_token'.*prepare_tokenizer"),
-    ],
-)
-def test_collators_refuse_a_tokenizer_without_mask_token(collator_class, fix):
-    with pytest.raises(ValueError, match=f"has no mask token.*{fix}"):
-        collator_class(tokenizer_without_mask())
+@pytest.mark.parametrize("family", specs_with("missing_mask_fix"))
+def test_collators_refuse_a_tokenizer_without_mask_token(family):
+    with pytest.raises(ValueError, match=f"has no mask token.*{FAMILY_SPECS[family].missing_mask_fix}"):
+        load(FAMILIES[family].collator)(tokenizer_without_mask())
 
 
 def test_the_biphasic_clm_collator_needs_no_mask_token():

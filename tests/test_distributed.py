@@ -194,8 +194,8 @@ def test_two_processes_match_one_process_with_the_same_global_batch(method, bert
       averages the two ranks' means, gradient accumulation too; over 4 examples at once it would be a mean over
       all anchors, a different number. mlm and mae_lm divide by Trainer's `num_items_in_batch`, which counts the
       whole global batch in both runs.
-    * Dropout is off (bert_init, NO_DROPOUT): both ranks start from one seed, so their dropout draws differ from
-      the single process's.
+    * Dropout is off (bert_init, `tiny_run_options(..., dropout=False)`): both ranks start from one seed, so their
+      dropout draws differ from the single process's.
     What remains is float summation order (all-reduce then /2 against accumulating /2 terms): losses agree to
     1e-5 relative, weights to 1e-6 absolute (measured: at most 1e-7; biphasic is bit-exact).
     """

@@ -22,7 +22,7 @@ from hf_encoders.evaluation.finetune import (
     pooling_of,
 )
 from hf_encoders.evaluation.tasks import load_task
-from hf_encoders.metrics import entity_f1, entity_spans, squad_v2_metrics
+from hf_encoders.metrics import entity_f1, squad_v2_metrics
 from tests.task_folders import SPLIT_SIZES, write_task_folders
 from tests.tiny_models import (
     save_tiny_bert,
@@ -200,18 +200,23 @@ def test_first_sub_token_labels():
 # ---- metrics on hand-written cases ----
 
 
-def test_entity_spans_chunk_iob1_iob2_and_plain_tags_as_seqeval_does():
-    assert entity_spans(["B-PER", "I-PER", "O", "B-LOC"]) == {("PER", 0, 1), ("LOC", 3, 3)}
-    # IOB1: I- after O or another type starts an entity; B- only separates two of one type.
-    assert entity_spans(["I-PER", "I-PER", "B-PER", "O", "I-LOC", "I-ORG"]) == {
-        ("PER", 0, 1),
-        ("PER", 2, 2),
-        ("LOC", 4, 4),
-        ("ORG", 5, 5),
-    }
-    assert entity_spans(["B-PER", "I-LOC", "I-LOC"]) == {("PER", 0, 0), ("LOC", 1, 2)}
-    assert entity_spans(["PER", "PER", "O", "LOC"]) == {("PER", 0, 1), ("LOC", 3, 3)}
-    assert entity_spans(["B-WORK_OF-ART", "I-WORK_OF-ART"]) == {("WORK_OF-ART", 0, 1)}
+@pytest.mark.parametrize(
+    ("tags", "iob2_tags"),
+    [
+        (["B-PER", "I-PER", "O", "B-LOC"], ["B-PER", "I-PER", "O", "B-LOC"]),
+        # IOB1: I- after O or another type starts an entity; B- only separates two of one type.
+        (["I-PER", "I-PER", "B-PER", "O", "I-LOC", "I-ORG"], ["B-PER", "I-PER", "B-PER", "O", "B-LOC", "B-ORG"]),
+        (["B-PER", "I-LOC", "I-LOC"], ["B-PER", "B-LOC", "I-LOC"]),
+        # Plain tags (no prefix) chunk runs of one type, whatever their spelling.
+        (["PER", "PER", "O", "LOC"], ["B-PER", "I-PER", "O", "B-LOC"]),
+        (["WORK_OF-ART", "WORK_OF-ART"], ["B-WORK_OF-ART", "I-WORK_OF-ART"]),
+    ],
+)
+def test_entities_chunk_iob1_iob2_and_plain_tags_alike(tags, iob2_tags):
+    assert entity_f1([tags], [iob2_tags]) == {"precision": 1.0, "recall": 1.0, "f1": 1.0}
+    split = ["B-" + tag.removeprefix("I-").removeprefix("B-") if tag != "O" else tag for tag in iob2_tags]
+    if split != iob2_tags:  # every word its own entity: a multi-word entity no longer matches
+        assert entity_f1([tags], [split])["f1"] < 1
 
 
 def test_entity_f1_by_hand():
@@ -220,6 +225,8 @@ def test_entity_f1_by_hand():
     # true: PER 0-1, LOC 3, ORG 0-2, PER 4; predicted: PER 0-1, PER 3, ORG 0-1, PER 4; right: PER 0-1 and PER 4
     assert entity_f1(predictions, references) == pytest.approx({"precision": 0.5, "recall": 0.5, "f1": 0.5})
     assert entity_f1([["O"]], [["O"]]) == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+    # entities predicted where there are none: precision 0, recall undefined (0)
+    assert entity_f1([["B-PER", "O"]], [["O", "O"]]) == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
     with pytest.raises(ValueError, match="sentence 0 has 1 predicted tags for 2 words"):
         entity_f1([["O"]], [["O", "O"]])
 

@@ -1,7 +1,9 @@
 """The family table (hf_encoders.families) declares each method once; the package's parts are found through it, and
 the package stays what its checkpoints and dependencies promise: conversion outside the model folders, peft optional."""
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,10 +16,12 @@ from hf_encoders.training.cards import TEMPLATES
 from hf_encoders.training.pretrain import main as pretrain
 from hf_encoders.training.recipes import get_recipe
 from hf_encoders.training.recipes.base import Recipe
+from tests.family_specs import FAMILY_SPECS, MODEL_FAMILY_FIELDS, fsdp_variants, fsdp_wrap_classes
 from tests.helpers import fresh_interpreter
 from tests.tiny_models import TINY_CONFIGS, sample_batch, tiny_biphasic_config, tiny_tokenizer
 
 MODEL_FAMILIES = [name for name, family in FAMILIES.items() if family.config is not None]
+EXAMPLES = Path(__file__).parent.parent / "examples"
 
 
 @pytest.mark.parametrize("name", list(FAMILIES))
@@ -38,6 +42,27 @@ def test_every_model_family_has_a_tiny_config_for_the_family_wide_tests():
     # The remote-code round trip, strict loading and the bad-input catalogue iterate TINY_CONFIGS: a family missing
     # there would silently go untested.
     assert sorted(TINY_CONFIGS) == sorted(MODEL_FAMILIES)
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_every_family_has_a_test_specification(name):
+    # The family-wide tests read tests/family_specs.py: a family missing there, or missing a part of it, would
+    # silently go untested by them.
+    assert name in FAMILY_SPECS, (
+        f"the {name!r} family has no test specification: add FAMILY_SPECS[{name!r}] = FamilySpec(...) to "
+        "tests/family_specs.py"
+    )
+    if FAMILIES[name].config is not None:
+        missing = [field for field in MODEL_FAMILY_FIELDS if not getattr(FAMILY_SPECS[name], field)]
+        assert not missing, f"FAMILY_SPECS[{name!r}] in tests/family_specs.py needs {', '.join(missing)}"
+
+
+@pytest.mark.parametrize("variant", sorted(fsdp_variants()))
+def test_the_example_fsdp_configs_wrap_the_models_no_split_layers(variant):
+    """What examples/fsdp_*.json name is what accelerate wraps by default: the model's `_no_split_modules`."""
+    spec = fsdp_variants()[variant]
+    named = json.loads((EXAMPLES / spec.config_file).read_text())["transformer_layer_cls_to_wrap"]
+    assert sorted(named) == fsdp_wrap_classes(spec.model())
 
 
 def test_a_method_is_named_one_way_and_the_hyphen_is_read_as_underscore():

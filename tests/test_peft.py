@@ -17,16 +17,10 @@ from transformers import (
     default_data_collator,
 )
 
-from hf_encoders import BiphasicEncoderForSequenceClassification, MaeLmForSequenceClassification, TaclForPreTraining
+from hf_encoders import TaclForPreTraining
 from hf_encoders.lora import lora_config
-from tests.tiny_models import (
-    BERT_SHAPE,
-    VOCAB_SIZE,
-    tiny_biphasic_config,
-    tiny_mae_lm_config,
-    tiny_modernbert_config,
-    tiny_tacl_config,
-)
+from tests.family_specs import FAMILY_SPECS, specs_with
+from tests.tiny_models import BERT_SHAPE, VOCAB_SIZE, tiny_modernbert_config, tiny_tacl_config
 
 NUM_LABELS = 3
 LENGTH = 12
@@ -35,21 +29,7 @@ LENGTH = 12
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def tacl_student_classifier(tmp_path):
-    """TaCL's deliverable: the student saved as a plain BERT checkpoint, fine-tuned as a stock BERT classifier."""
-    TaclForPreTraining(tiny_tacl_config()).save_student(tmp_path / "student")
-    return AutoModelForSequenceClassification.from_pretrained(tmp_path / "student", num_labels=NUM_LABELS)
-
-
-FAMILIES = {
-    "mae_lm": lambda tmp_path: MaeLmForSequenceClassification(tiny_mae_lm_config(num_labels=NUM_LABELS)),
-    "biphasic": lambda tmp_path: BiphasicEncoderForSequenceClassification(tiny_biphasic_config(num_labels=NUM_LABELS)),
-    "tacl": tacl_student_classifier,
-}
-HEADS = {"mae_lm": ["classifier"], "biphasic": ["dense", "classifier"], "tacl": ["classifier"]}
-# BERT's classifier reads the frozen tanh pooler, whose untrained outputs are small: it needs a larger step to learn
-# the toy task in 20 steps; the biphasic model diverges at that rate.
-LEARNING_RATES = {"mae_lm": 2e-2, "biphasic": 2e-2, "tacl": 5e-2}
+LORA_FAMILIES = specs_with("lora")
 
 
 def synthetic_examples(count=32, seed=0):
@@ -75,18 +55,19 @@ def lora_parameter_count(model, targets, r):
     )
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", LORA_FAMILIES)
 def test_lora_trains_with_trainer_and_merges_back(family, tmp_path):
+    spec = FAMILY_SPECS[family].lora
     torch.manual_seed(0)
-    model = FAMILIES[family](tmp_path)
+    model = spec.classifier(tmp_path, NUM_LABELS)
     model_class = type(model)
     original = {name: tensor.clone() for name, tensor in model.state_dict().items()}
     model.save_pretrained(tmp_path / "base")
     config = lora_config(model, r=4, alpha=8)
     targets = set(config.target_modules)
-    assert sorted(config.modules_to_save) == sorted(HEADS[family])
+    assert sorted(config.modules_to_save) == sorted(spec.head)
     expected_lora = lora_parameter_count(model, targets, r=4)
-    head_size = sum(parameter.numel() for name in HEADS[family] for parameter in getattr(model, name).parameters())
+    head_size = sum(parameter.numel() for name in spec.head for parameter in getattr(model, name).parameters())
     assert expected_lora > 0
 
     peft_model = peft.get_peft_model(model, config)
@@ -108,7 +89,7 @@ def test_lora_trains_with_trainer_and_merges_back(family, tmp_path):
         output_dir=str(tmp_path / "run"),
         max_steps=20,
         per_device_train_batch_size=8,
-        learning_rate=LEARNING_RATES[family],
+        learning_rate=spec.learning_rate,
         lr_scheduler_type="constant",
         logging_steps=1,
         save_strategy="no",
@@ -169,26 +150,20 @@ def test_lora_trains_with_trainer_and_merges_back(family, tmp_path):
         torch.testing.assert_close(reloaded(**batch).logits, merged_logits)
 
 
-ALL_LINEAR = {
-    "mae_lm": ["intermediate", "k_proj", "o_proj", "output", "q_proj", "v_proj"],
-    "biphasic": ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"],
-    "tacl": ["dense", "key", "query", "value"],
-}
-
-
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", LORA_FAMILIES)
 def test_all_linear_adapts_every_encoder_projection_and_trains_the_head(family, tmp_path):
     """The module names examples/peft_lora.md lists, and peft's "all-linear" leaving the head to modules_to_save."""
-    model = FAMILIES[family](tmp_path)
+    spec = FAMILY_SPECS[family].lora
+    model = spec.classifier(tmp_path, NUM_LABELS)
     peft_model = peft.get_peft_model(model, lora_config(model, target_modules="all-linear"))
     names = [name for name, _ in peft_model.named_parameters()]
     adapted = sorted({name.split(".lora_A.")[0].rsplit(".", 1)[-1] for name in names if ".lora_A." in name})
-    assert adapted == ALL_LINEAR[family]
+    assert adapted == list(spec.all_linear)
     assert not any(".lora_" in name and ".modules_to_save." in name for name in names)
     head = sorted(
         {name.split(".modules_to_save.")[0].rsplit(".", 1)[-1] for name in names if ".modules_to_save." in name}
     )
-    assert head == sorted(HEADS[family])
+    assert head == sorted(spec.head)
 
 
 TINY = {**BERT_SHAPE, "num_labels": NUM_LABELS}

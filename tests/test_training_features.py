@@ -5,20 +5,11 @@ MAE-LM in tests/test_long_context.py), and the frozen TaCL teacher's memory."""
 import pytest
 import torch
 
-from hf_encoders import BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclForPreTraining
-from tests.tiny_models import MASK_TOKEN_ID, sample_batch, tiny_biphasic_config, tiny_mae_lm_config, tiny_tacl_config
+from tests.family_specs import FAMILY_SPECS, specs_with
+from tests.tiny_models import MASK_TOKEN_ID, sample_batch
 
 # Dropout off, so that checkpointing's recomputed forward is the same function as the first one.
-FAMILIES = {
-    "mae_lm": lambda: MaeLmForMaskedLM(tiny_mae_lm_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
-    "biphasic": lambda: BiphasicEncoderForPreTraining(tiny_biphasic_config()),
-    "tacl": lambda: TaclForPreTraining(
-        tiny_tacl_config(
-            student_config=tiny_tacl_config().student_config.to_dict()
-            | {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
-        )
-    ),
-}
+FAMILIES = {name: FAMILY_SPECS[name].dropout_free_model for name in specs_with("dropout_free_model")}
 
 
 def training_batch(family: str) -> dict:

@@ -101,8 +101,10 @@ def fine_tune(model_path: str, task: Task, settings: RunSettings, output_dir: Pa
         raise ValueError(f"fine_tune runs {', '.join(HEADS)} tasks; {task.kind} tasks run through fine_tune_retrieval.")
     config = AutoConfig.from_pretrained(model_path, trust_remote_code=settings.trust_remote_code)
     check_head(model_path, config, task.kind)
-    tokenizer = load_tokenizer(model_path, task.kind, settings.trust_remote_code)
-    recipe = RECIPES[task.kind](task, tokenizer, max_length=usable_length(settings.max_length, tokenizer, config))
+    tokenizer = load_finetune_tokenizer(model_path, task.kind, settings.trust_remote_code)
+    recipe = FINETUNE_RECIPES[task.kind](
+        task, tokenizer, max_length=usable_length(settings.max_length, tokenizer, config)
+    )
     train = recipe.train_features(task.train)
     steps = settings.steps_for(len(train))
     set_seed(settings.seed)  # the new head's initial weights are part of what the seed varies
@@ -111,7 +113,7 @@ def fine_tune(model_path: str, task: Task, settings: RunSettings, output_dir: Pa
     )
     trainer = Trainer(
         model=model,
-        args=training_arguments(settings, steps, output_dir),
+        args=finetune_training_arguments(settings, steps, output_dir),
         train_dataset=train,
         data_collator=recipe.collator,
         processing_class=tokenizer,
@@ -158,7 +160,7 @@ def check_head(model_path: str, config, kind: str) -> None:
     )
 
 
-def load_tokenizer(model_path: str, kind: str, trust_remote_code: bool):
+def load_finetune_tokenizer(model_path: str, kind: str, trust_remote_code: bool):
     # Words of a TC task are tokenized one by one; byte-level BPE (RoBERTa, GPT-2) then needs the space before each
     # word it would see in running text, as run_ner.py does. WordPiece ignores the option.
     options = {"add_prefix_space": True} if kind == "tc" else {}
@@ -200,7 +202,7 @@ def protocol_arguments(settings: RunSettings, steps: int, output_dir: Path) -> d
     )
 
 
-def training_arguments(settings: RunSettings, steps: int, output_dir: Path) -> TrainingArguments:
+def finetune_training_arguments(settings: RunSettings, steps: int, output_dir: Path) -> TrainingArguments:
     protocol = protocol_arguments(settings, steps, output_dir)
     protocol.update(per_device_eval_batch_size=settings.batch_size, eval_strategy="no")
     return TrainingArguments(**{**protocol, **settings.training_overrides})
@@ -211,7 +213,7 @@ def logits_of(predictions):
     return predictions[0] if isinstance(predictions, tuple) else predictions
 
 
-class Recipe:
+class FinetuneRecipe:
     """How one kind of task becomes model inputs, and how predictions become scores."""
 
     collator = None
@@ -232,7 +234,7 @@ class Recipe:
         raise NotImplementedError
 
 
-class LabelledRecipe(Recipe):
+class LabelledFinetuneRecipe(FinetuneRecipe):
     def model_options(self, config) -> dict:
         names = self.task.label_names
         # num_labels follows from id2label; passing both warns when the checkpoint's saved head had another count.
@@ -242,7 +244,7 @@ class LabelledRecipe(Recipe):
         }
 
 
-class SequenceClassification(LabelledRecipe):
+class SequenceClassification(LabelledFinetuneRecipe):
     def __init__(self, task: Task, tokenizer, max_length: int):
         super().__init__(task, tokenizer, max_length)
         self.collator = DataCollatorWithPadding(tokenizer)
@@ -276,7 +278,7 @@ def first_subtoken_labels(word_ids: list[int | None], tags: list[int]) -> list[i
     return labels
 
 
-class TokenClassification(LabelledRecipe):
+class TokenClassification(LabelledFinetuneRecipe):
     def __init__(self, task: Task, tokenizer, max_length: int):
         super().__init__(task, tokenizer, max_length)
         self.collator = DataCollatorForTokenClassification(tokenizer)
@@ -363,7 +365,7 @@ def answer_texts(
     ]
 
 
-class QuestionAnswering(Recipe):
+class QuestionAnswering(FinetuneRecipe):
     def __init__(self, task: Task, tokenizer, max_length: int):
         super().__init__(task, tokenizer, max_length)
         self.collator = default_data_collator  # windows are padded to max_length already
@@ -427,4 +429,4 @@ class QuestionAnswering(Recipe):
         return (squad_v2_metrics if self.version_2 else squad_metrics)(predicted, gold)
 
 
-RECIPES = {"sc": SequenceClassification, "tc": TokenClassification, "qa": QuestionAnswering}
+FINETUNE_RECIPES = {"sc": SequenceClassification, "tc": TokenClassification, "qa": QuestionAnswering}

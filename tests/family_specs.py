@@ -1,0 +1,238 @@
+"""One test specification per family of hf_encoders.families: what the family-wide tests need to know about a method
+that its `Family` entry does not say. tests/test_families.py fails for a family without one, naming what to add.
+
+The family-wide tests read it: test_peft.py (`lora`), test_training_features.py (`dropout_free_model`),
+test_stock_scripts.py (`stock_checkpoints`), test_resume.py and distributed_worker.py (`tiny_run_options`,
+`dropout_fields`, `fsdp`), test_bad_input.py (`missing_mask_fix`).
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torch import nn
+from transformers import AutoModelForSequenceClassification, BertConfig
+
+from hf_encoders import (
+    BiphasicEncoderForPreTraining,
+    BiphasicEncoderForSequenceClassification,
+    MaeLmForMaskedLM,
+    MaeLmForSequenceClassification,
+    TaclForPreTraining,
+)
+from hf_encoders.cli import main as cli_main
+from tests.tiny_models import (
+    BERT_SHAPE,
+    tiny_biphasic_config,
+    tiny_mae_lm_config,
+    tiny_modernbert_config,
+    tiny_tacl_config,
+)
+
+# BERT's dropout fields, which MAE-LM's config shares. Llama's (biphasic) `attention_dropout` is 0.0 already.
+BERT_DROPOUT = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+
+
+def without_dropout(fields: tuple[str, ...]) -> dict[str, float]:
+    return dict.fromkeys(fields, 0.0)
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    # The family's sequence classifier with `num_labels` labels (a scratch folder for what must be saved first).
+    classifier: Callable[[Path, int], nn.Module]
+    # The head `lora_config` leaves to modules_to_save.
+    head: tuple[str, ...]
+    # The encoder modules peft's "all-linear" adapts (the names examples/peft_lora.md lists).
+    all_linear: tuple[str, ...]
+    # A rate at which 20 steps learn tests/test_peft.py's toy task.
+    learning_rate: float
+
+
+@dataclass(frozen=True)
+class FsdpVariant:
+    # The example accelerate config it trains with (examples/<file>); its `transformer_layer_cls_to_wrap` must be
+    # the layer classes of the model's `_no_split_modules` (`fsdp_wrap_classes`).
+    config_file: str
+    # The tiny model, dropout-free and the same on every rank once seeded.
+    model: Callable[[], nn.Module]
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    # Config fields that switch dropout off, zeroed where runs must agree exactly (for TaCL, its student's).
+    dropout_fields: tuple[str, ...]
+    # The tiny pre-training model without dropout (checkpointing recomputes the same function); None for a method
+    # trained on a stock Transformers model.
+    dropout_free_model: Callable[[], nn.Module] | None = None
+    # `pretrain` continues a pretrained encoder (--model_name_or_path) rather than building one from a config.
+    continues_encoder: bool = False
+    # Further `PretrainArguments` of the tiny resume and distributed runs.
+    run_options: dict = field(default_factory=dict)
+    # What the collator's error says to do when the tokenizer has no mask token (a regular expression).
+    missing_mask_fix: str | None = None
+    lora: LoraSpec | None = None
+    # The pre-training checkpoint (model + tokenizer) in `root` and the runs tests/test_stock_scripts.py's child does
+    # on it: (name, path, trust_remote_code, tasks, expected model class prefix, module prefix).
+    stock_checkpoints: Callable[[object, Path], list[tuple]] | None = None
+    # name -> the FSDP2 setup tests/distributed_worker.py trains.
+    fsdp: dict[str, FsdpVariant] = field(default_factory=dict)
+
+
+# ---- builders ----
+
+
+def mae_lm_without_dropout() -> nn.Module:
+    return MaeLmForMaskedLM(tiny_mae_lm_config(**without_dropout(BERT_DROPOUT)))
+
+
+def tacl_without_dropout() -> nn.Module:
+    return TaclForPreTraining(tiny_tacl_config(BertConfig(**BERT_SHAPE, **without_dropout(BERT_DROPOUT))))
+
+
+def biphasic_clm() -> nn.Module:
+    model = BiphasicEncoderForPreTraining(tiny_biphasic_config())
+    model.objective = "clm"
+    return model
+
+
+def tacl_student_classifier(tmp_path: Path, num_labels: int) -> nn.Module:
+    """TaCL's deliverable: the student saved as a plain BERT checkpoint, fine-tuned as a stock BERT classifier."""
+    TaclForPreTraining(tiny_tacl_config()).save_student(tmp_path / "student")
+    return AutoModelForSequenceClassification.from_pretrained(tmp_path / "student", num_labels=num_labels)
+
+
+def special_ids(tokenizer) -> dict:
+    return dict(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+
+
+def mae_lm_stock_checkpoints(tokenizer, root: Path) -> list[tuple]:
+    pretrained = root / "mae_lm"
+    model = MaeLmForMaskedLM(tiny_mae_lm_config(**special_ids(tokenizer), mask_token_id=tokenizer.mask_token_id))
+    model.save_pretrained(pretrained)
+    tokenizer.save_pretrained(pretrained)
+    return [("mae_lm", pretrained, True, ("glue", "qa", "ner", "mlm"), "MaeLmFor", "transformers_modules.")]
+
+
+def biphasic_stock_checkpoints(tokenizer, root: Path) -> list[tuple]:
+    pretrained = root / "biphasic"
+    config = tiny_biphasic_config(
+        **special_ids(tokenizer),
+        bos_token_id=tokenizer.cls_token_id,
+        eos_token_id=tokenizer.sep_token_id,
+        mask_token_id=tokenizer.mask_token_id,
+    )
+    BiphasicEncoderForPreTraining(config).save_pretrained(pretrained)
+    tokenizer.save_pretrained(pretrained)
+    # `hf-encoders export` to native EuroBERT: sequence and token classification without remote code.
+    assert cli_main(["export", str(pretrained), str(root / "eurobert")]) == 0
+    return [
+        ("biphasic", pretrained, True, ("glue", "qa", "ner", "mlm"), "BiphasicEncoderFor", "transformers_modules."),
+        ("eurobert", root / "eurobert", False, ("glue", "ner", "mlm"), "EuroBertFor", "transformers.models.eurobert."),
+    ]
+
+
+def tacl_stock_checkpoints(tokenizer, root: Path) -> list[tuple]:
+    pretrained = root / "tacl"
+    student = BertConfig(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        **special_ids(tokenizer),
+    )
+    TaclForPreTraining(tiny_tacl_config(student_config=student)).save_pretrained(pretrained)
+    tokenizer.save_pretrained(pretrained)
+    assert cli_main(["export", str(pretrained), str(root / "student")]) == 0  # `hf-encoders export CKPT OUT`
+    return [
+        ("tacl_student", root / "student", False, ("glue", "qa", "ner", "mlm"), "BertFor", "transformers.models.bert.")
+    ]
+
+
+# ---- the table ----
+
+FAMILY_SPECS: dict[str, FamilySpec] = {
+    "mlm": FamilySpec(dropout_fields=BERT_DROPOUT),
+    "mae_lm": FamilySpec(
+        dropout_fields=BERT_DROPOUT,
+        dropout_free_model=mae_lm_without_dropout,
+        missing_mask_fix=r"add_special_tokens\(\{'mask_token'",
+        lora=LoraSpec(
+            classifier=lambda tmp_path, num_labels: MaeLmForSequenceClassification(
+                tiny_mae_lm_config(num_labels=num_labels)
+            ),
+            head=("classifier",),
+            all_linear=("intermediate", "k_proj", "o_proj", "output", "q_proj", "v_proj"),
+            learning_rate=2e-2,
+        ),
+        stock_checkpoints=mae_lm_stock_checkpoints,
+        fsdp={"mae_lm": FsdpVariant("fsdp_mae_lm.json", mae_lm_without_dropout)},
+    ),
+    "tacl": FamilySpec(
+        dropout_fields=BERT_DROPOUT,
+        dropout_free_model=tacl_without_dropout,
+        continues_encoder=True,
+        missing_mask_fix="use the tokenizer of the encoder TaCL continues",
+        lora=LoraSpec(
+            classifier=tacl_student_classifier,
+            head=("classifier",),
+            all_linear=("dense", "key", "query", "value"),
+            # BERT's classifier reads the frozen tanh pooler, whose untrained outputs are small: it needs a larger
+            # step to learn the toy task in 20 steps; the biphasic model diverges at that rate.
+            learning_rate=5e-2,
+        ),
+        stock_checkpoints=tacl_stock_checkpoints,
+        fsdp={
+            # ModernBERT has no dropout by default.
+            "tacl-modernbert": FsdpVariant(
+                "fsdp_tacl_modernbert.json", lambda: TaclForPreTraining(tiny_tacl_config(tiny_modernbert_config()))
+            ),
+            "tacl-bert": FsdpVariant("fsdp_bert.json", tacl_without_dropout),
+        },
+    ),
+    "biphasic": FamilySpec(
+        dropout_fields=(),
+        dropout_free_model=lambda: BiphasicEncoderForPreTraining(tiny_biphasic_config()),
+        run_options={"phases": "clm:0.5,mlm:0.5"},  # the switch comes before resume's kill, at step 2 of 4 in DDP
+        missing_mask_fix=r"add_special_tokens\(\{'mask_token'.*prepare_tokenizer",
+        lora=LoraSpec(
+            classifier=lambda tmp_path, num_labels: BiphasicEncoderForSequenceClassification(
+                tiny_biphasic_config(num_labels=num_labels)
+            ),
+            head=("dense", "classifier"),
+            all_linear=("down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"),
+            learning_rate=2e-2,
+        ),
+        stock_checkpoints=biphasic_stock_checkpoints,
+        fsdp={"biphasic": FsdpVariant("fsdp_biphasic.json", biphasic_clm)},
+    ),
+}
+
+# What a family with a model folder must specify: the family-wide tests would skip it silently otherwise.
+MODEL_FAMILY_FIELDS = ("dropout_free_model", "missing_mask_fix", "lora", "stock_checkpoints", "fsdp")
+
+
+def specs_with(field_name: str) -> list[str]:
+    """The families whose spec sets `field_name`, in the family table's order: a family-wide test's parameters."""
+    return [name for name, spec in FAMILY_SPECS.items() if getattr(spec, field_name)]
+
+
+def tiny_run_options(method: str, init: str, *, dropout: bool = True) -> dict:
+    """`PretrainArguments` options of a tiny run of `method`: TaCL continues the BERT at `init`, the others build a
+    one-layer model from scratch with the tokenizer saved in `init` (one tokenizer for every run)."""
+    spec = FAMILY_SPECS[method]
+    if spec.continues_encoder:
+        return {"model_name_or_path": init, **spec.run_options}
+    overrides = ["num_hidden_layers=1", *([] if dropout else [f"{name}=0.0" for name in spec.dropout_fields])]
+    return {"tokenizer_name": init, "config_overrides": ",".join(overrides), **spec.run_options}
+
+
+def fsdp_variants() -> dict[str, FsdpVariant]:
+    return {name: variant for spec in FAMILY_SPECS.values() for name, variant in spec.fsdp.items()}
+
+
+def fsdp_wrap_classes(model: nn.Module) -> list[str]:
+    """The layer classes accelerate's FSDP wraps by default (its `_no_split_modules`), less the embeddings, which
+    accelerate's fsdp2 shards with the output head instead."""
+    return sorted(name for name in model._no_split_modules if not name.endswith("Embeddings"))
