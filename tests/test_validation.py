@@ -158,7 +158,7 @@ def test_a_probe_set_needs_two_sentences():
 
 def test_diagnostics_are_logged_equal_an_offline_analysis_and_do_not_change_training(bert, tmp_path):
     args = tiny_run_arguments("mae_lm", bert, diagnostics_steps=3, diagnostics_sentences=16)
-    without = replace(args, diagnostics_steps=None)
+    without = replace(args, diagnostics_steps=None, diagnostics_sentences=PretrainArguments.diagnostics_sentences)
     training = dict(max_steps=4, logging_steps=1, eval_strategy="no", eval_steps=100)
     result = pretrain(args, tiny_training_arguments(tmp_path / "probed", **training))
     history = result.trainer.state.log_history
