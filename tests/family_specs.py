@@ -3,7 +3,8 @@ that its `Family` entry does not say. tests/test_families.py fails for a family 
 
 The family-wide tests read it: test_peft.py (`lora`), test_training_features.py (`dropout_free_model`),
 test_stock_scripts.py (`stock_checkpoints`), test_resume.py and distributed_worker.py (`tiny_run_options`,
-`dropout_fields`, `fsdp`), test_bad_input.py (`missing_mask_fix`).
+`dropout_fields`, `fsdp`), test_bad_input.py (`missing_mask_fix`), test_pretrain_options.py and test_families.py
+(`own_options`, `continues_encoder`).
 """
 
 from collections.abc import Callable
@@ -69,6 +70,9 @@ class FamilySpec:
     continues_encoder: bool = False
     # Further `PretrainArguments` of the tiny resume and distributed runs.
     run_options: dict = field(default_factory=dict)
+    # The `pretrain` options only some methods read that this one reads when set alone, stated here independently of
+    # its recipe's `options` (tests/test_pretrain_options.py checks the two agree).
+    own_options: tuple[str, ...] = ()
     # What the collator's error says to do when the tokenizer has no mask token (a regular expression).
     missing_mask_fix: str | None = None
     lora: LoraSpec | None = None
@@ -157,6 +161,7 @@ FAMILY_SPECS: dict[str, FamilySpec] = {
     "mae_lm": FamilySpec(
         dropout_fields=BERT_DROPOUT,
         dropout_free_model=mae_lm_without_dropout,
+        own_options=("pack_documents", "mask_in_encoder_fraction"),
         missing_mask_fix=r"add_special_tokens\(\{'mask_token'",
         lora=LoraSpec(
             classifier=lambda tmp_path, num_labels: MaeLmForSequenceClassification(
@@ -173,6 +178,14 @@ FAMILY_SPECS: dict[str, FamilySpec] = {
         dropout_fields=BERT_DROPOUT,
         dropout_free_model=tacl_without_dropout,
         continues_encoder=True,
+        own_options=(
+            "tacl_temperature",
+            "tacl_loss_weight",
+            "mlm_loss_weight",
+            "nsp_loss_weight",
+            "use_nsp",
+            "exclude_padding_from_contrast",
+        ),
         missing_mask_fix="use the tokenizer of the encoder TaCL continues",
         lora=LoraSpec(
             classifier=tacl_student_classifier,
@@ -195,6 +208,7 @@ FAMILY_SPECS: dict[str, FamilySpec] = {
         dropout_fields=(),
         dropout_free_model=lambda: BiphasicEncoderForPreTraining(tiny_biphasic_config()),
         run_options={"phases": "clm:0.5,mlm:0.5"},  # the switch comes before resume's kill, at step 2 of 4 in DDP
+        own_options=("pack_documents", "from_causal_lm", "phases"),
         missing_mask_fix=r"add_special_tokens\(\{'mask_token'.*prepare_tokenizer",
         lora=LoraSpec(
             classifier=lambda tmp_path, num_labels: BiphasicEncoderForSequenceClassification(
@@ -216,6 +230,11 @@ MODEL_FAMILY_FIELDS = ("dropout_free_model", "missing_mask_fix", "lora", "stock_
 def specs_with(field_name: str) -> list[str]:
     """The families whose spec sets `field_name`, in the family table's order: a family-wide test's parameters."""
     return [name for name, spec in FAMILY_SPECS.items() if getattr(spec, field_name)]
+
+
+def built_from_scratch() -> list[str]:
+    """The families `pretrain` builds from a config (so `--model_size` and friends apply), not from an encoder."""
+    return [name for name, spec in FAMILY_SPECS.items() if not spec.continues_encoder]
 
 
 def tiny_run_options(method: str, init: str, *, dropout: bool = True) -> dict:

@@ -87,7 +87,11 @@ def test_the_biphasic_clm_collator_needs_no_mask_token():
     assert batch["labels"].tolist() == [[6, 7, -100], [9, -100, -100]]
 
 
-@pytest.mark.parametrize("family", ["mae_lm", "biphasic"])
+# The families whose config records the [MASK] id (TaCL masks with its tokenizer's).
+CONFIGS_WITH_MASK_ID = [name for name, config in TINY_CONFIGS.items() if hasattr(config(), "mask_token_id")]
+
+
+@pytest.mark.parametrize("family", CONFIGS_WITH_MASK_ID)
 @pytest.mark.parametrize("tokenizer_mask", ["other id", "none"])
 def test_config_and_tokenizer_must_agree_on_the_mask_id(family, tokenizer_mask):
     model = pretraining_model(family, mask_token_id=MASK_TOKEN_ID + 3)
@@ -353,6 +357,14 @@ CROSS_LOADS = [
 def test_a_checkpoint_of_one_family_is_refused_by_another(saved, source, target, message):
     with pytest.raises(ValueError, match=message):
         target.from_pretrained(saved[source])
+
+
+@pytest.mark.parametrize("source,target", [(s, t) for s in TINY_CONFIGS for t in TINY_CONFIGS if s != t])
+def test_no_family_loads_another_familys_checkpoint(saved, source, target):
+    """Every pair, so a new family is covered too; CROSS_LOADS checks the fixes the messages name."""
+    found, expected = FAMILIES[source].model_type, FAMILIES[target].model_type
+    with pytest.raises(ValueError, match=rf"holds a '{found}' model, not .* \(model_type '{expected}'\)"):
+        type(pretraining_model(target)).from_pretrained(saved[source])
 
 
 def test_foreign_transformers_checkpoints_are_sent_to_the_converters(tmp_path):

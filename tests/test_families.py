@@ -16,7 +16,13 @@ from hf_encoders.training.cards import TEMPLATES
 from hf_encoders.training.pretrain import main as pretrain
 from hf_encoders.training.recipes import get_recipe
 from hf_encoders.training.recipes.base import Recipe
-from tests.family_specs import FAMILY_SPECS, MODEL_FAMILY_FIELDS, fsdp_variants, fsdp_wrap_classes
+from tests.family_specs import (
+    FAMILY_SPECS,
+    MODEL_FAMILY_FIELDS,
+    built_from_scratch,
+    fsdp_variants,
+    fsdp_wrap_classes,
+)
 from tests.helpers import fresh_interpreter
 from tests.tiny_models import TINY_CONFIGS, sample_batch, tiny_biphasic_config, tiny_tokenizer
 
@@ -155,7 +161,7 @@ def test_the_phase_is_an_attribute_of_the_model_never_of_its_config(tmp_path):
     assert BiphasicEncoderForPreTraining.from_pretrained(tmp_path).objective == "mlm"
 
 
-@pytest.mark.parametrize("name", ["mlm", "mae_lm", "biphasic"])
+@pytest.mark.parametrize("name", built_from_scratch())
 def test_continuing_a_checkpoint_reads_its_own_tokenizer(name, tmp_path):
     """--model_name_or_path: the checkpoint's embeddings read its tokenizer's ids, so no new one is trained."""
     saved = tiny_tokenizer()
