@@ -55,9 +55,10 @@ def prepare(sources: Path, vocab_size: int) -> None:
 def token_counts() -> Counter:
     from transformers import AutoTokenizer
 
+    from hf_encoders.analysis.unigram import token_counts as count_tokens
+
     texts = [json.loads(line)["text"] for line in (ROOT / "corpus.jsonl").open()]
-    tokenizer = AutoTokenizer.from_pretrained(ROOT / "tokenizer")
-    return Counter(i for text in texts for i in tokenizer(text, add_special_tokens=False)["input_ids"])
+    return count_tokens(AutoTokenizer.from_pretrained(ROOT / "tokenizer"), texts)
 
 
 def context_free_floor(counts: Counter, vocab_size: int, masked: float = 0.8, kept: float = 0.1) -> float:
@@ -99,10 +100,9 @@ def validation_unigram_cross_entropy(seed: int = 0) -> float:
     training, validation = split_validation(documents, split, seed=seed)
     tokenizer = AutoTokenizer.from_pretrained(ROOT / "tokenizer")
 
-    def counts(texts) -> Counter:
-        return Counter(i for text in texts for i in tokenizer(text, add_special_tokens=False)["input_ids"])
+    from hf_encoders.analysis.unigram import token_counts as count_tokens
 
-    seen, held_out = counts(training["text"]), counts(validation["text"])
+    seen, held_out = count_tokens(tokenizer, training["text"]), count_tokens(tokenizer, validation["text"])
     total = sum(seen.values()) + len(tokenizer)
     return -sum(n * math.log((seen[token] + 1) / total) for token, n in held_out.items()) / sum(held_out.values())
 

@@ -4,7 +4,6 @@ rule stated beside it, the figures (copied to experiments/figures/), wall times,
 import collections
 import functools
 import json
-import math
 import os
 import shutil
 import statistics
@@ -15,6 +14,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from wall_time import ALONE_LOAD, BUSY, Measurement
+
+from hf_encoders.analysis.unigram import token_counts
+from hf_encoders.analysis.unigram import unigram_entropy as entropy_of
 
 VERDICTS = {2: "reproduced", 1: "partly", 0: "not reproduced"}
 KINDS = ["sc", "tc", "qa", "ir"]
@@ -61,9 +63,7 @@ def unigram_entropy(root: Path, tokenizer_path: Path | None = None) -> float:
 
     texts = [json.loads(line)["text"] for line in (root / "corpus.jsonl").open()]
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path or root / "tokenizer")
-    counts = collections.Counter(i for text in texts for i in tokenizer(text, add_special_tokens=False)["input_ids"])
-    total = sum(counts.values())
-    return -sum(count / total * math.log(count / total) for count in counts.values())
+    return entropy_of(token_counts(tokenizer, texts))
 
 
 def setup_lines(root: Path, timings: dict, settings, seeds: dict) -> list[str]:

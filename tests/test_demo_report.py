@@ -1,15 +1,24 @@
-"""The demo's table says what confounds each row and sends readers to the controlled experiments."""
+"""The demo's table says what confounds each row, reads each row's masked-LM loss against the corpus's unigram entropy
+(marking a row on its plateau), and sends readers to the controlled experiments."""
 
 from argparse import Namespace
+from collections import Counter
 
-from hf_encoders.analysis import LayerwiseReport
+import pytest
+from scipy.stats import entropy
+
+from hf_encoders.analysis import LayerwiseReport, token_counts, unigram_entropy
 from hf_encoders.demo import write_report
 from hf_encoders.families import FAMILIES
+from tests.tiny_models import tiny_tokenizer
 
 
 def test_every_row_names_what_else_differs_from_the_baseline(tmp_path):
     settings = Namespace(steps=10, batch_size=2, block_size=8, output_dir=tmp_path)
+    # The first family logs an MLM term beside its whole loss (as TaCL and biphasic do): the term is what is read.
     runs = {name: {"log_history": [{"loss": 5.0 + i}]} for i, name in enumerate(FAMILIES)}
+    first = next(iter(FAMILIES))
+    runs[first]["log_history"] = [{"loss": 9.0, "mlm_loss": 4.9}, {"eval_loss": 9.5}, {"loss": 9.0, "mlm_loss": 5.0}]
     layers = dict(
         hidden_size=64,
         sentences=3,
@@ -23,10 +32,21 @@ def test_every_row_names_what_else_differs_from_the_baseline(tmp_path):
         mask_effective_rank=[2],
     )
     analysis = [LayerwiseReport(model=name, **layers) for name in FAMILIES]
-    text = write_report(settings, runs, analysis, dict.fromkeys(FAMILIES, 0.75)).read_text()
+    text = write_report(settings, runs, analysis, dict.fromkeys(FAMILIES, 0.75), plateau=5.6).read_text()
 
     rows = {line.split(" | ")[0].removeprefix("| "): line for line in text.splitlines() if line.startswith("| ")}
-    for i, (name, family) in enumerate(FAMILIES.items()):
-        assert rows[name] == f"| {name} | {5.0 + i:.3f} | 0.750 | 0.500 | 7 / 6 (of 64) | {family.demo_confounds} |"
+    # H - loss: 0.60 off the plateau; 0.5 margin: -0.40, -1.40, -2.40 on it.
+    cells = ["5.000 (+0.60)", *(f"{5.0 + i:.3f} ({0.6 - i:+.2f}) — **on its plateau**" for i in range(1, 4))]
+    for cell, (name, family) in zip(cells, FAMILIES.items()):
+        assert rows[name] == f"| {name} | {cell} | 0.750 | 0.500 | 7 / 6 (of 64) | {family.demo_confounds} |"
+    assert "H = 5.60 nats" in text
     assert len({family.demo_confounds for family in FAMILIES.values()}) == len(FAMILIES)
     assert "experiments/REPORT.md" in text
+
+
+def test_the_unigram_entropy_is_that_of_the_token_frequencies():
+    tokenizer = tiny_tokenizer(cls_sep_template=True)
+    texts = ["w5 w6 w5 w7", "w5 w8"]
+    counts = token_counts(tokenizer, texts)
+    assert counts == Counter({5: 3, 6: 1, 7: 1, 8: 1})  # the template's [CLS] and [SEP] are left out
+    assert unigram_entropy(counts) == pytest.approx(entropy([3, 1, 1, 1]))

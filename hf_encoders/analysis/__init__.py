@@ -6,6 +6,7 @@
 - `layerwise_report`: all of them for every layer of a model, streamed over a corpus, with and
   without [MASK] in the input (MAE-LM Fig. 1a-b); `plot_layer_curves` and `plot_similarity_heatmap`
   draw the papers' figures. `hf-encoders analyze` runs it all from the command line.
+- `token_counts`, `unigram_entropy`: the unigram plateau a masked-LM loss is read against.
 - `plot_training_diagnostics`: the same diagnostics over the steps of a run (`hf-encoders pretrain
   --diagnostics_steps`).
 """
@@ -15,6 +16,7 @@ from .plots import plot_layer_curves, plot_similarity_heatmap, plot_training_dia
 from .rank import effective_rank
 from .report import LayerwiseReport, layerwise_report, token_similarity_matrix
 from .similarity import self_similarity, similarity_matrix
+from .unigram import token_counts, unigram_entropy
 
 __all__ = [
     "LayerwiseReport",
@@ -26,5 +28,7 @@ __all__ = [
     "plot_training_diagnostics",
     "self_similarity",
     "similarity_matrix",
+    "token_counts",
     "token_similarity_matrix",
+    "unigram_entropy",
 ]
