@@ -117,13 +117,13 @@ class _RegistersOnLookup(dict):
         return super().__len__()
 
 
-def _register_on_lookup(tables: ModuleType) -> None:
-    """Swap `_extra_content` of every Auto table in `tables` (transformers' module) for one that registers us."""
-    from transformers.models.auto.auto_factory import _LazyAutoMapping
-    from transformers.models.auto.configuration_auto import _LazyConfigMapping
-
+def _register_on_lookup(table_class_name: str, tables: ModuleType) -> None:
+    """Swap `_extra_content` of every Auto table in `tables` (transformers' module) for one that registers us.
+    The table class is read from `tables` itself, never imported: configuration_auto loads while auto_factory is
+    still half-initialised (`from transformers import AutoModelFor...` imports them in that order)."""
+    table_class = getattr(tables, table_class_name)
     for table in vars(tables).values():
-        if isinstance(table, (_LazyAutoMapping, _LazyConfigMapping)) and type(table._extra_content) is dict:
+        if isinstance(table, table_class) and type(table._extra_content) is dict:
             table._extra_content = _RegistersOnLookup(table._extra_content)
 
 
@@ -182,5 +182,5 @@ def register_families() -> None:
             _unregistered[family.model_type] = family.config
             folder_name, _, config_name = family.config.partition(":")
             when_imported(folder_name, partial(_ship_folder_code, config_name))
-    when_imported(CONFIG_TABLES, _register_on_lookup)
-    when_imported(MODEL_TABLES, _register_on_lookup)
+    when_imported(CONFIG_TABLES, partial(_register_on_lookup, "_LazyConfigMapping"))
+    when_imported(MODEL_TABLES, partial(_register_on_lookup, "_LazyAutoMapping"))

@@ -38,6 +38,7 @@ REGISTRATION = """
 import ast
 import json
 import hf_encoders
+FIRST_IMPORT
 import transformers
 from hf_encoders.families import FAMILIES, load
 
@@ -110,8 +111,19 @@ def test_help_still_lists_every_subcommand():
     assert all(name in usage for name in SUBCOMMANDS), usage
 
 
-def test_every_auto_class_finds_every_family_right_after_the_import():
-    assert json.loads(run_fresh(REGISTRATION).splitlines()[-1]) == []
+# However transformers' Auto modules are first imported after ours: `from transformers import AutoModelFor...` loads
+# configuration_auto while auto_factory is half-initialised (the demo crashed there once).
+FIRST_IMPORTS = [
+    "import transformers",
+    "from transformers import AutoConfig",
+    "from transformers import AutoModelForSequenceClassification, Trainer",
+    "import transformers.models.auto.modeling_auto",
+]
+
+
+@pytest.mark.parametrize("first_import", FIRST_IMPORTS)
+def test_every_auto_class_finds_every_family_right_after_the_import(first_import):
+    assert json.loads(run_fresh(REGISTRATION.replace("FIRST_IMPORT", first_import)).splitlines()[-1]) == []
 
 
 def test_other_models_import_no_family_and_a_family_imported_directly_ships_its_code():
