@@ -15,9 +15,9 @@ part of the stream, the blocks it trained on and those it trained on again after
 `hf-encoders pretrain --method tacl` and writes which post-training writers it called to `DIR/cli/rank<R>.json`.
 
 Then, for FSDP2, every rank shards a tiny model of each family as accelerate does with its `examples/fsdp*.json`
-(`shard_as_accelerate_does`, the layer classes from accelerate's own wrap policy), trains it on its half of a fixed batch, and writes the gathered weights to `DIR/fsdp-<method>/rank<R>.pt`; rank 0 also saves the
-sharded model the way Trainer's `save_model` does (`save_pretrained` with the gathered state dict) to
-`DIR/fsdp-<method>/checkpoint`. Trainer itself cannot be used for this on CPU: accelerate 1.15 enables FSDP only
+(`shard_as_accelerate_does`, the layer classes from accelerate's own wrap policy), trains it on its half of a fixed
+batch, and writes the gathered weights to `DIR/fsdp-<method>/rank<R>.pt`; rank 0 also saves the sharded model the
+way Trainer's `save_model` does (`save_pretrained` with the gathered state dict) to `DIR/fsdp-<method>/checkpoint`. Trainer itself cannot be used for this on CPU: accelerate 1.15 enables FSDP only
 on accelerators and turns `--fsdp` into DDP elsewhere (accelerate/state.py).
 
 The helpers are imported by the test too, so the single-process reference runs are set up identically.

@@ -300,8 +300,8 @@ def fsdp_variants() -> dict[str, FsdpVariant]:
 
 
 def fsdp_wrap_classes(model: nn.Module) -> list[str]:
-    """The layer classes accelerate's FSDP wraps by default (its `_no_split_modules`), less the embeddings, which
-    accelerate's fsdp2 shards with the output head instead."""
+    """The model's layer classes: its `_no_split_modules` (what accelerate's FSDP wraps when the config names no
+    class) less the embeddings, which accelerate's fsdp2 shards on their own or with the output head instead."""
     return sorted(name for name in model._no_split_modules if not name.endswith("Embeddings"))
 
 
