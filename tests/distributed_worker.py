@@ -14,10 +14,10 @@ part of the stream, the blocks it trained on and those it trained on again after
 `DIR/streamed/rank<R>.json`. At the end every rank runs the CLI entry point
 `hf-encoders pretrain --method tacl` and writes which post-training writers it called to `DIR/cli/rank<R>.json`.
 
-Then, for FSDP2, every rank shards a tiny model of each family as accelerate does with `examples/fsdp_*.json`
-(`shard_as_accelerate_does`), trains it on its half of a fixed batch, and writes the gathered weights to `DIR/fsdp-<method>/rank<R>.pt`; rank 0 also saves the
-sharded model the way Trainer's `save_model` does (`save_pretrained` with the gathered state dict) to
-`DIR/fsdp-<method>/checkpoint`. Trainer itself cannot be used for this on CPU: accelerate 1.15 enables FSDP only
+Then, for FSDP2, every rank shards a tiny model of each family as accelerate does with its `examples/fsdp*.json`
+(`shard_as_accelerate_does`, the layer classes from accelerate's own wrap policy), trains it on its half of a fixed
+batch, and writes the gathered weights to `DIR/fsdp-<method>/rank<R>.pt`; rank 0 also saves the sharded model the
+way Trainer's `save_model` does (`save_pretrained` with the gathered state dict) to `DIR/fsdp-<method>/checkpoint`. Trainer itself cannot be used for this on CPU: accelerate 1.15 enables FSDP only
 on accelerators and turns `--fsdp` into DDP elsewhere (accelerate/state.py).
 
 The helpers are imported by the test too, so the single-process reference runs are set up identically.
@@ -43,7 +43,7 @@ from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.pretrain import build_trainer
 from hf_encoders.training.recipes.tacl import TaclRecipe
 from hf_encoders.training.streaming import stream_for_this_rank
-from tests.family_specs import fsdp_variants, tiny_run_options
+from tests.family_specs import accelerate_wrap_classes, fsdp_variants, tiny_run_options
 from tests.tiny_models import MASK_TOKEN_ID, VOCAB_SIZE
 
 METHODS = tuple(FAMILIES)
@@ -289,7 +289,6 @@ def cli_pretrain(init: str, output_dir: Path, rank: int) -> None:
 
 # ---- FSDP2 ----
 
-EXAMPLES = Path(__file__).parent.parent / "examples"
 # method -> the example FSDP file it trains with and its tiny model (tests/family_specs.py). TaCL around BERT is
 # known to fail (see FSDP_KNOWN_FAILURES).
 FSDP_VARIANTS = fsdp_variants()
@@ -336,8 +335,8 @@ def train_fsdp_steps(model: torch.nn.Module, method: str, rows: slice) -> None:
 
 
 def shard_as_accelerate_does(model: torch.nn.Module, layer_classes: list[str]) -> list[str]:
-    """The sharding of accelerate 1.15's `fsdp2_prepare_model` (accelerate/utils/fsdp_utils.py) for an fsdp_config
-    naming `layer_classes`: each such layer, then the input embeddings alone when untied, then one group of final
+    """The sharding of accelerate 1.15's `fsdp2_prepare_model` (accelerate/utils/fsdp_utils.py) where its wrap policy
+    picks `layer_classes`: each such layer, then the input embeddings alone when untied, then one group of final
     norm, input and output embeddings (tied) or final norm and output embeddings (untied), then the root.
     Returns the names of the layer classes found."""
     units = [module for module in model.modules() if type(module).__name__ in layer_classes]
@@ -359,8 +358,7 @@ def fsdp_one(method: str, output_dir: Path, rank: int) -> None:
     model = fsdp_model(method)
     record = {}
     try:
-        layer_classes = json.loads((EXAMPLES / FSDP_CONFIGS[method]).read_text())["transformer_layer_cls_to_wrap"]
-        record["wrapped"] = shard_as_accelerate_does(model, layer_classes)
+        record["wrapped"] = shard_as_accelerate_does(model, accelerate_wrap_classes(FSDP_CONFIGS[method], model))
         train_fsdp_steps(model, method, slice(2 * rank, 2 * rank + 2))
     except ValueError as error:  # a known failure is deterministic: every rank raises before any collective
         if method not in FSDP_KNOWN_FAILURES:

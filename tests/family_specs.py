@@ -1,18 +1,25 @@
 """One test specification per family of hf_encoders.families: what the family-wide tests need to know about a method
 that its `Family` entry does not say. tests/test_families.py fails for a family without one, naming what to add.
 
-The family-wide tests read it: test_peft.py (`lora`), test_training_features.py (`dropout_free_model`),
-test_stock_scripts.py (`stock_checkpoints`), test_resume.py and distributed_worker.py (`tiny_run_options`,
-`dropout_fields`, `fsdp`), test_bad_input.py (`missing_mask_fix`), test_pretrain_options.py and test_families.py
-(`own_options`, `continues_encoder`).
+The family-wide tests read it: the remote-code round trip, strict loading, the bad-input catalogue, safetensors
+checkpoints and Hub uploads (`tiny_config`, through TINY_CONFIGS, PRETRAINING_METHODS and `pretraining_model`),
+test_peft.py (`lora`), test_training_features.py (`dropout_free_model`), test_stock_scripts.py
+(`stock_checkpoints`), test_resume.py and distributed_worker.py (`tiny_run_options`, `dropout_fields`, `fsdp`),
+test_bad_input.py (`missing_mask_fix`), test_pretrain_options.py and test_families.py (`own_options`,
+`continues_encoder`).
 """
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
+import torch
+from accelerate.utils import FullyShardedDataParallelPlugin
+from accelerate.utils.fsdp_utils import fsdp2_prepare_auto_wrap_policy
 from torch import nn
-from transformers import AutoModelForSequenceClassification, BertConfig
+from transformers import AutoModelForSequenceClassification, BertConfig, PreTrainedConfig, TrainingArguments
 
 from hf_encoders import (
     BiphasicEncoderForPreTraining,
@@ -22,6 +29,7 @@ from hf_encoders import (
     TaclForPreTraining,
 )
 from hf_encoders.cli import main as cli_main
+from tests.helpers import auto_map_classes
 from tests.tiny_models import (
     BERT_SHAPE,
     tiny_biphasic_config,
@@ -29,6 +37,8 @@ from tests.tiny_models import (
     tiny_modernbert_config,
     tiny_tacl_config,
 )
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
 
 # BERT's dropout fields, which MAE-LM's config shares. Llama's (biphasic) `attention_dropout` is 0.0 already.
 BERT_DROPOUT = ("hidden_dropout_prob", "attention_probs_dropout_prob")
@@ -52,17 +62,23 @@ class LoraSpec:
 
 @dataclass(frozen=True)
 class FsdpVariant:
-    # The example accelerate config it trains with (examples/<file>); its `transformer_layer_cls_to_wrap` must be
-    # the layer classes of the model's `_no_split_modules` (`fsdp_wrap_classes`).
-    config_file: str
     # The tiny model, dropout-free and the same on every rank once seeded.
     model: Callable[[], nn.Module]
+    # The example FSDP config it trains with (examples/<file>). The generic one names no layer class, so accelerate
+    # wraps the model's `_no_split_modules`; a model whose `_no_split_modules` include its embeddings (BERT,
+    # ModernBERT: accelerate shards the input embeddings again, and fails) needs a file naming its layers.
+    config_file: str = "fsdp.json"
 
 
 @dataclass(frozen=True)
 class FamilySpec:
     # Config fields that switch dropout off, zeroed where runs must agree exactly (for TaCL, its student's).
     dropout_fields: tuple[str, ...]
+    # The family's tiny config (keyword overrides go to the config); None for a method trained on a stock
+    # Transformers model. The family-wide tests build every class of its auto_map from it.
+    tiny_config: Callable[..., PreTrainedConfig] | None = None
+    # The objectives its pre-training model trains (its `objective` attribute), where it trains several.
+    objectives: tuple[str, ...] = ()
     # The tiny pre-training model without dropout (checkpointing recomputes the same function); None for a method
     # trained on a stock Transformers model.
     dropout_free_model: Callable[[], nn.Module] | None = None
@@ -160,6 +176,7 @@ FAMILY_SPECS: dict[str, FamilySpec] = {
     "mlm": FamilySpec(dropout_fields=BERT_DROPOUT),
     "mae_lm": FamilySpec(
         dropout_fields=BERT_DROPOUT,
+        tiny_config=tiny_mae_lm_config,
         dropout_free_model=mae_lm_without_dropout,
         own_options=("pack_documents", "mask_in_encoder_fraction"),
         missing_mask_fix=r"add_special_tokens\(\{'mask_token'",
@@ -172,10 +189,11 @@ FAMILY_SPECS: dict[str, FamilySpec] = {
             learning_rate=2e-2,
         ),
         stock_checkpoints=mae_lm_stock_checkpoints,
-        fsdp={"mae_lm": FsdpVariant("fsdp_mae_lm.json", mae_lm_without_dropout)},
+        fsdp={"mae_lm": FsdpVariant(mae_lm_without_dropout)},
     ),
     "tacl": FamilySpec(
         dropout_fields=BERT_DROPOUT,
+        tiny_config=tiny_tacl_config,
         dropout_free_model=tacl_without_dropout,
         continues_encoder=True,
         own_options=(
@@ -199,13 +217,16 @@ FAMILY_SPECS: dict[str, FamilySpec] = {
         fsdp={
             # ModernBERT has no dropout by default.
             "tacl-modernbert": FsdpVariant(
-                "fsdp_tacl_modernbert.json", lambda: TaclForPreTraining(tiny_tacl_config(tiny_modernbert_config()))
+                lambda: TaclForPreTraining(tiny_tacl_config(tiny_modernbert_config())),
+                config_file="fsdp_tacl_modernbert.json",
             ),
-            "tacl-bert": FsdpVariant("fsdp_bert.json", tacl_without_dropout),
+            "tacl-bert": FsdpVariant(tacl_without_dropout, config_file="fsdp_bert.json"),
         },
     ),
     "biphasic": FamilySpec(
         dropout_fields=(),
+        tiny_config=tiny_biphasic_config,
+        objectives=("clm", "mlm"),
         dropout_free_model=lambda: BiphasicEncoderForPreTraining(tiny_biphasic_config()),
         run_options={"phases": "clm:0.5,mlm:0.5"},  # the switch comes before resume's kill, at step 2 of 4 in DDP
         own_options=("pack_documents", "from_causal_lm", "phases"),
@@ -219,12 +240,22 @@ FAMILY_SPECS: dict[str, FamilySpec] = {
             learning_rate=2e-2,
         ),
         stock_checkpoints=biphasic_stock_checkpoints,
-        fsdp={"biphasic": FsdpVariant("fsdp_biphasic.json", biphasic_clm)},
+        fsdp={"biphasic": FsdpVariant(biphasic_clm)},
     ),
 }
 
 # What a family with a model folder must specify: the family-wide tests would skip it silently otherwise.
-MODEL_FAMILY_FIELDS = ("dropout_free_model", "missing_mask_fix", "lora", "stock_checkpoints", "fsdp")
+MODEL_FAMILY_FIELDS = ("tiny_config", "dropout_free_model", "missing_mask_fix", "lora", "stock_checkpoints", "fsdp")
+
+# The tiny config of every family with a model folder: the remote-code round trip covers all of its classes.
+TINY_CONFIGS = {name: spec.tiny_config for name, spec in FAMILY_SPECS.items() if spec.tiny_config}
+# The family-wide tests' variants: each family of TINY_CONFIGS, or one variant per objective where its pre-training
+# model trains several (biphasic's `objective` attribute).
+PRETRAINING_METHODS = tuple(
+    f"{name}-{objective}" if objective else name
+    for name in TINY_CONFIGS
+    for objective in FAMILY_SPECS[name].objectives or (None,)
+)
 
 
 def specs_with(field_name: str) -> list[str]:
@@ -247,11 +278,38 @@ def tiny_run_options(method: str, init: str, *, dropout: bool = True) -> dict:
     return {"tokenizer_name": init, "config_overrides": ",".join(overrides), **spec.run_options}
 
 
+def pretraining_model(method: str, **overrides):
+    """The pre-training model (its config's AutoModelForPreTraining class) of a method in PRETRAINING_METHODS, set to
+    the method's objective; `overrides` go to the tiny config."""
+    family, _, objective = method.partition("-")
+    config = TINY_CONFIGS[family](**overrides)
+    model = dict(auto_map_classes(config))["AutoModelForPreTraining"](config)
+    if objective:
+        model.objective = objective
+    return model
+
+
+def tiny_pretraining_model(method: str):
+    """The seeded tiny pre-training model of a method in PRETRAINING_METHODS; TaCL at the paper's temperature 0.01."""
+    torch.manual_seed(0)
+    return pretraining_model(method, **({"temperature": 0.01} if method == "tacl" else {}))
+
+
 def fsdp_variants() -> dict[str, FsdpVariant]:
     return {name: variant for spec in FAMILY_SPECS.values() for name, variant in spec.fsdp.items()}
 
 
 def fsdp_wrap_classes(model: nn.Module) -> list[str]:
-    """The layer classes accelerate's FSDP wraps by default (its `_no_split_modules`), less the embeddings, which
-    accelerate's fsdp2 shards with the output head instead."""
+    """The model's layer classes: its `_no_split_modules` (what accelerate's FSDP wraps when the config names no
+    class) less the embeddings, which accelerate's fsdp2 shards on their own or with the output head instead."""
     return sorted(name for name in model._no_split_modules if not name.endswith("Embeddings"))
+
+
+def accelerate_wrap_classes(config_file: str, model: nn.Module) -> list[str]:
+    """The layer classes accelerate's FSDP2 wraps in `model` given examples/<config_file> as Trainer passes it on
+    (`--fsdp --fsdp_config`): its `transformer_layer_cls_to_wrap`, else the model's `_no_split_modules`."""
+    with mock.patch.dict(os.environ):  # both export FSDP settings to the environment: keep them out of other runs
+        arguments = TrainingArguments(fsdp=True, fsdp_config=str(EXAMPLES / config_file), report_to="none")
+        plugin = FullyShardedDataParallelPlugin(**arguments.fsdp_plugin_args)
+    policy = fsdp2_prepare_auto_wrap_policy(plugin, model)
+    return sorted({type(module).__name__ for module in model.modules() if policy(module)})

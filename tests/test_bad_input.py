@@ -38,14 +38,11 @@ from hf_encoders import (
 from hf_encoders.data.biphasic_collator import next_token_labels
 from hf_encoders.families import FAMILIES, load
 from hf_encoders.training.pretrain import check_mask_token
-from tests.family_specs import FAMILY_SPECS, specs_with
+from tests.family_specs import FAMILY_SPECS, PRETRAINING_METHODS, TINY_CONFIGS, pretraining_model, specs_with
 from tests.tiny_models import (
     MASK_TOKEN_ID,
-    PRETRAINING_METHODS,
-    TINY_CONFIGS,
     VOCAB_SIZE,
     extra_inputs,
-    pretraining_model,
     sample_batch,
     tiny_biphasic_config,
     tiny_llama,

@@ -14,8 +14,8 @@ registered for gradient reduction. The tests then check that
 * the 2-process run equals a 1-process run of the same global batch (see
   `test_two_processes_match_one_process_with_the_same_global_batch`).
 
-FSDP2 (`fully_shard`, which gloo supports on CPU) on each family as `examples/fsdp_*.json` configures it: every
-class the file names exists in the model, ranks end equal and equal to one process on the whole batch, TaCL's
+FSDP2 (`fully_shard`, which gloo supports on CPU) on each family as its `examples/fsdp*.json` configures it: the
+layers accelerate wraps are the model's layer classes, ranks end equal and equal to one process on the whole batch, TaCL's
 teacher never moves, and the checkpoint saved from the sharded model is the ordinary one (its own class in
 `auto_map`, the model folder's code), loadable in a fresh process.
 
@@ -41,7 +41,6 @@ from transformers import BertModel
 from hf_encoders.data.corpus import load_documents
 from hf_encoders.training.pretrain import build_trainer
 from tests.distributed_worker import (
-    EXAMPLES,
     FSDP_CONFIGS,
     FSDP_KNOWN_FAILURES,
     MAX_STEPS,
@@ -55,6 +54,7 @@ from tests.distributed_worker import (
     train_fsdp_steps,
     training_arguments,
 )
+from tests.family_specs import fsdp_wrap_classes
 from tests.helpers import model_folder_files, run_in_fresh_process
 from tests.tiny_models import sample_batch, save_tiny_bert
 
@@ -273,11 +273,11 @@ FSDP_WORKING = sorted(set(FSDP_CONFIGS) - set(FSDP_KNOWN_FAILURES))
 
 
 @pytest.mark.parametrize("method", FSDP_WORKING)
-def test_fsdp2_shards_every_layer_class_the_example_config_names(method, ddp_runs):
-    named = json.loads((EXAMPLES / FSDP_CONFIGS[method]).read_text())["transformer_layer_cls_to_wrap"]
+def test_fsdp2_shards_every_layer_class_of_the_model(method, ddp_runs):
+    layers = fsdp_wrap_classes(fsdp_model(method))
     for rank in RANKS:
         record = json.loads((ddp_runs / f"fsdp-{method}" / f"rank{rank}.json").read_text())
-        assert record["wrapped"] == sorted(named), "a class named in the example config is not in the model"
+        assert record["wrapped"] == layers, "the example config does not make accelerate wrap the model's layers"
         assert record["sharded_parameters"] == record["parameters"] > 0
         assert record["model_class"].startswith("FSDP")
 

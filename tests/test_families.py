@@ -1,9 +1,7 @@
 """The family table (hf_encoders.families) declares each method once; the package's parts are found through it, and
 the package stays what its checkpoints and dependencies promise: conversion outside the model folders, peft optional."""
 
-import json
 import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,15 +17,16 @@ from hf_encoders.training.recipes.base import Recipe
 from tests.family_specs import (
     FAMILY_SPECS,
     MODEL_FAMILY_FIELDS,
+    TINY_CONFIGS,
+    accelerate_wrap_classes,
     built_from_scratch,
     fsdp_variants,
     fsdp_wrap_classes,
 )
 from tests.helpers import fresh_interpreter
-from tests.tiny_models import TINY_CONFIGS, sample_batch, tiny_biphasic_config, tiny_tokenizer
+from tests.tiny_models import sample_batch, tiny_biphasic_config, tiny_tokenizer
 
 MODEL_FAMILIES = [name for name, family in FAMILIES.items() if family.config is not None]
-EXAMPLES = Path(__file__).parent.parent / "examples"
 
 
 @pytest.mark.parametrize("name", list(FAMILIES))
@@ -65,10 +64,11 @@ def test_every_family_has_a_test_specification(name):
 
 @pytest.mark.parametrize("variant", sorted(fsdp_variants()))
 def test_the_example_fsdp_configs_wrap_the_models_no_split_layers(variant):
-    """What examples/fsdp_*.json name is what accelerate wraps by default: the model's `_no_split_modules`."""
+    """What accelerate wraps with the variant's examples/fsdp*.json (the generic one: the model's
+    `_no_split_modules`) is the model's layers, and not its embeddings."""
     spec = fsdp_variants()[variant]
-    named = json.loads((EXAMPLES / spec.config_file).read_text())["transformer_layer_cls_to_wrap"]
-    assert sorted(named) == fsdp_wrap_classes(spec.model())
+    model = spec.model()
+    assert accelerate_wrap_classes(spec.config_file, model) == fsdp_wrap_classes(model)
 
 
 def test_a_method_is_named_one_way_and_the_hyphen_is_read_as_underscore():

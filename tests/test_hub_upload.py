@@ -22,8 +22,9 @@ from hf_encoders.training.cards import write_model_card
 from hf_encoders.training.hub import stage_checkpoint_model
 from hf_encoders.training.pretrain import pretrain
 from hf_encoders.training.recipes import get_recipe
+from tests.family_specs import TINY_CONFIGS
 from tests.helpers import auto_map_classes, model_folder_files, run_in_fresh_process
-from tests.tiny_models import MASK_TOKEN_ID, TINY_CONFIGS, sample_batch, tiny_tokenizer
+from tests.tiny_models import MASK_TOKEN_ID, sample_batch, tiny_tokenizer
 
 
 class LocalHub:

@@ -10,12 +10,8 @@ from torch import nn
 
 from hf_encoders import BiphasicEncoderForPreTraining
 from hf_encoders.models.loss_utils import LinearCrossEntropy, labelled_rows_loss
-from tests.tiny_models import (
-    PRETRAINING_METHODS,
-    counting_batch,
-    tiny_biphasic_config,
-    tiny_pretraining_model,
-)
+from tests.family_specs import PRETRAINING_METHODS, tiny_pretraining_model
+from tests.tiny_models import counting_batch, tiny_biphasic_config
 
 ROWS, HIDDEN, VOCAB = 10, 16, 50
 

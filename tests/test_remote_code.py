@@ -10,8 +10,9 @@ import pytest
 import torch
 import transformers
 
+from tests.family_specs import TINY_CONFIGS
 from tests.helpers import auto_map_classes, first_output, fresh_interpreter, model_folder_files, run_in_fresh_process
-from tests.tiny_models import TINY_CONFIGS, sample_batch, tiny_biphasic_config, tiny_tacl_config
+from tests.tiny_models import sample_batch, tiny_biphasic_config, tiny_tacl_config
 
 
 def family_classes(model_type):

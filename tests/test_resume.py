@@ -16,8 +16,8 @@ from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.pretrain import build_trainer
 from hf_encoders.training.resume import last_complete_checkpoint, resolve_resume
 from hf_encoders.training.streaming import stream_state_file
-from tests.family_specs import tiny_run_options
-from tests.tiny_models import TINY_CONFIGS, save_tiny_bert, tiny_tokenizer
+from tests.family_specs import TINY_CONFIGS, tiny_run_options
+from tests.tiny_models import save_tiny_bert, tiny_tokenizer
 
 MAX_STEPS, SAVE_STEPS, KILLED_AT = 6, 2, 5
 

@@ -19,8 +19,9 @@ from safetensors import safe_open
 from transformers import Trainer, TrainingArguments
 
 import hf_encoders
+from tests.family_specs import TINY_CONFIGS, tiny_pretraining_model
 from tests.helpers import auto_map_classes
-from tests.tiny_models import TINY_CONFIGS, CountingExamples, tiny_pretraining_model, tiny_tacl_config
+from tests.tiny_models import CountingExamples, tiny_tacl_config
 
 PACKAGE = Path(hf_encoders.__file__).parent
 SAFE_SUFFIXES = {".json", ".safetensors", ".py", ".md", ".txt"}

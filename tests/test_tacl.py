@@ -26,8 +26,8 @@ from tests.helpers import fresh_interpreter
 from tests.tiny_models import (
     BERT_SHAPE,
     MASK_TOKEN_ID,
-    TINY_CONFIGS,
     VOCAB_SIZE,
+    tiny_biphasic_config,
     tiny_mae_lm_config,
     tiny_modernbert_config,
     tiny_tacl_config,
@@ -39,7 +39,7 @@ STUDENT_CONFIGS = {
         **{**BERT_SHAPE, "max_position_embeddings": 80, "pad_token_id": 1}, type_vocab_size=1
     ),
     "modernbert": tiny_modernbert_config,
-    "biphasic": TINY_CONFIGS["biphasic"],  # this package's own encoder
+    "biphasic": tiny_biphasic_config,  # this package's own encoder
 }
 
 

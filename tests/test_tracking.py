@@ -15,8 +15,9 @@ from transformers.trainer_pt_utils import find_batch_size
 from hf_encoders.training.callbacks import PerplexityCallback, TaclLossLoggingCallback
 from hf_encoders.training.pretrain import build_trainer
 from hf_encoders.training.trainer import PretrainingTrainer
+from tests.family_specs import tiny_pretraining_model
 from tests.helpers import tiny_run_arguments, tiny_training_arguments
-from tests.tiny_models import CountingExamples, save_tiny_bert, tiny_pretraining_model
+from tests.tiny_models import CountingExamples, save_tiny_bert
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

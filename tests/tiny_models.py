@@ -1,11 +1,10 @@
-"""Tiny configurations of every model family, and the tiny tokenizers, models and data built on them, shared by the
-tests. Add a family here and the remote-code round trip covers all of its classes."""
+"""Tiny configurations of the model families and their students, and the tiny tokenizers, models and data built on
+them, shared by the tests. A family's tests find its tiny config in its specification (tests/family_specs.py)."""
 
 import torch
 from transformers import BertConfig
 
 from hf_encoders import BiphasicConfig, MaeLmConfig, TaclConfig
-from tests.helpers import auto_map_classes
 
 VOCAB_SIZE = 64
 MASK_TOKEN_ID = 4
@@ -76,9 +75,6 @@ LLAMA_SHAPE = dict(
 def tiny_biphasic_config(**overrides) -> BiphasicConfig:
     """LLAMA_SHAPE, with the [MASK] id and three labels."""
     return BiphasicConfig(**{**LLAMA_SHAPE, "mask_token_id": MASK_TOKEN_ID, "num_labels": 3, **overrides})
-
-
-TINY_CONFIGS = {"mae_lm": tiny_mae_lm_config, "tacl": tiny_tacl_config, "biphasic": tiny_biphasic_config}
 
 
 def sample_batch(seed: int = 0, batch_size: int = 2, length: int = 12) -> dict[str, torch.Tensor]:
@@ -181,36 +177,10 @@ def save_tiny_mae_lm(folder) -> str:
 
 # ---- trainable pre-training models and data ----
 
-# The family-wide tests' variants: each family of TINY_CONFIGS, or one variant per objective where its pre-training
-# model trains several (biphasic's `objective` attribute).
-OBJECTIVES_OF = {"biphasic": ("clm", "mlm")}
-PRETRAINING_METHODS = tuple(
-    f"{name}-{objective}" if objective else name
-    for name in TINY_CONFIGS
-    for objective in OBJECTIVES_OF.get(name, (None,))
-)
-
-
-def pretraining_model(method: str, **overrides):
-    """The pre-training model (its config's AutoModelForPreTraining class) of a method in PRETRAINING_METHODS, set to
-    the method's objective; `overrides` go to the tiny config."""
-    family, _, objective = method.partition("-")
-    config = TINY_CONFIGS[family](**overrides)
-    model = dict(auto_map_classes(config))["AutoModelForPreTraining"](config)
-    if objective:
-        model.objective = objective
-    return model
-
 
 def extra_inputs(method: str, batch_size: int) -> dict:
     """What a family's pre-training forward needs besides ids, mask and labels (TaCL's BERT student: NSP)."""
     return {"next_sentence_label": torch.zeros(batch_size, dtype=torch.long)} if method == "tacl" else {}
-
-
-def tiny_pretraining_model(method: str):
-    """The seeded tiny pre-training model of a method in PRETRAINING_METHODS; TaCL at the paper's temperature 0.01."""
-    torch.manual_seed(0)
-    return pretraining_model(method, **({"temperature": 0.01} if method == "tacl" else {}))
 
 
 def counting_batch(method: str, generator: torch.Generator, batch_size: int = 8, length: int = 16) -> dict:
