@@ -156,7 +156,10 @@ def test_mae_lm_delta_keeps_whole_units_in_the_encoder(masking, tokenizer, block
     assert torch.equal(batch["labels"], plain["labels"]) and torch.equal(batch["input_ids"], plain["input_ids"])
     masked, stays = batch["labels"] != -100, batch["masks_in_encoder"]
     assert not (stays & ~masked).any()
-    assert 0.35 < stays.sum() / masked.sum() < 0.65
+    # δ is drawn per unit; spans (about 60 here, of 1-10 words) make the token share vary more than words do, and the
+    # tokenizer (trained on the spot, tokenizers#1794) changes the batch from process to process.
+    low, high = (0.2, 0.8) if masking == "span" else (0.35, 0.65)
+    assert low < stays.sum() / masked.sum() < high
     if masking == "whole_word":  # each word stays whole or goes whole (spans: the same, but spans are not visible)
         for row, ids in enumerate(batch["labels"].where(masked, batch["input_ids"])):
             words = unit_index(wordpiece_starts(tokenizer, ids.tolist())[None])[0]
