@@ -166,3 +166,13 @@ def test_tacl_knobs_reach_its_config_and_unset_ones_keep_its_defaults(bert):
     assert config.use_nsp is False and config.exclude_padding_from_contrast is False
     defaults = recipe.build_model(base_arguments("tacl", bert), AutoTokenizer.from_pretrained(bert)).config
     assert (defaults.temperature, defaults.use_nsp, defaults.exclude_padding_from_contrast) == (0.01, True, True)
+
+
+def test_mlm_refuses_to_continue_another_familys_checkpoint(tmp_path):
+    """from_pretrained would build a fresh BERT and merely report every weight as unexpected or missing."""
+    from hf_encoders import MaeLmForMaskedLM
+
+    MaeLmForMaskedLM(tiny_mae_lm_config()).save_pretrained(tmp_path)
+    args = PretrainArguments(method="mlm", model_name_or_path=str(tmp_path))
+    with pytest.raises(ValueError, match="holds a 'mae_lm' model, not a 'bert' one"):
+        get_recipe("mlm").build_model(args, tokenizer=None)

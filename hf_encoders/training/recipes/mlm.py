@@ -3,6 +3,7 @@ stock `BertForMaskedLM` and `DataCollatorForLanguageModeling`'s 80/10/10 (with r
 
 from transformers import BertConfig, BertForMaskedLM
 
+from ...models.checkpoint_io import checkpoint_model_type
 from ..model_sizes import sized_config_kwargs
 from . import mae_lm
 from .base import Recipe
@@ -31,6 +32,12 @@ class MlmRecipe(mae_lm.MaeLmRecipe):
 
     def build_model(self, args, tokenizer):
         if args.model_name_or_path:
+            found = checkpoint_model_type(args.model_name_or_path, {})
+            if found != BertConfig.model_type:  # else from_pretrained builds a fresh BERT and reports every weight
+                raise ValueError(
+                    f"{args.model_name_or_path} holds a {found!r} model, not a 'bert' one: --method mlm continues a "
+                    "BERT checkpoint. Pass one, or the --method that made this checkpoint."
+                )
             return BertForMaskedLM.from_pretrained(args.model_name_or_path)
         settings = dict(
             vocab_size=len(tokenizer),
