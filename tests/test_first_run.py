@@ -30,7 +30,7 @@ from hf_encoders.training.callbacks import DiagnosticsCallback, collapse
 from hf_encoders.training.cards import training_summary, write_model_card
 from hf_encoders.training.loss_curves import plot_run, wants_log_axis
 from hf_encoders.training.model_sizes import parse_config_overrides
-from hf_encoders.training.recipes import biphasic, get_recipe, mae_lm, mlm
+from hf_encoders.training.recipes import base, biphasic, get_recipe, mae_lm, mlm
 from tests.test_cli import run_script
 from tests.tiny_models import save_tiny_bert, tiny_mae_lm_config, tiny_tokenizer
 
@@ -380,7 +380,7 @@ def test_a_loss_term_with_few_points_is_drawn_with_markers():
     ],
 )
 def test_delta_is_a_pretrain_argument_checked_before_the_corpus_is_read(tmp_path, options, message, monkeypatch):
-    monkeypatch.setattr(mae_lm, "tokenize_documents", None)  # refused before any document is tokenised
+    monkeypatch.setattr(base, "tokenize_documents", None)  # refused before any document is tokenised
     with pytest.raises(ValueError, match=message):
         main(tiny_argv(tmp_path / "out", "mae_lm", *options))
 

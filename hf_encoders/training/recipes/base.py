@@ -12,6 +12,7 @@ from pathlib import Path
 from datasets import Dataset
 from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
+from ...data.packing import pack_bert_style, tokenize_documents
 from ...data.tokenizer import load_or_train_tokenizer, load_tokenizer
 from ...families import FAMILIES, Family, load
 from ..arguments import PretrainArguments
@@ -209,3 +210,23 @@ class Recipe:
         """The checkpoint fine-tuning starts from. Most methods' saved model is it; TaCL exports its student (and
         gives it its own card with `write_card(folder, state, template=..., pipeline_tag=...)`)."""
         return output_dir
+
+
+class BertBlocksRecipe(Recipe):
+    """A recipe that trains on BERT-style packed blocks (mlm and mae_lm, so that they compare on the same data)."""
+
+    packing_style = "BERT-style blocks ([CLS] ... [SEP], documents separated by [SEP])"
+
+    def build_dataset(self, args, tokenizer, documents):
+        tokenized = tokenize_documents(
+            documents, tokenizer, num_proc=args.preprocessing_num_workers, word_starts=self.needs_word_starts(args)
+        )
+        return pack_bert_style(
+            tokenized,
+            args.block_size,
+            cls_id=tokenizer.cls_token_id,
+            sep_id=tokenizer.sep_token_id,
+            separator_id=tokenizer.sep_token_id,
+            num_proc=args.preprocessing_num_workers,
+            pack_documents=args.pack_documents,
+        )

@@ -1,11 +1,10 @@
 """`hf-encoders pretrain --method mae_lm`: MAE-LM from scratch, continued from an MAE-LM checkpoint, or started from a
 pretrained BERT-family encoder (`--model_name_or_path`, dispatched on its model_type)."""
 
-from ...data.packing import pack_bert_style, tokenize_documents
 from ...models.checkpoint_io import checkpoint_model_type
 from ...models.mae_lm import MaeLmConfig, MaeLmForMaskedLM
 from ..model_sizes import parse_config_overrides, sized_config_kwargs
-from .base import Recipe
+from .base import BertBlocksRecipe, Recipe
 
 # base is the paper's (Table 3); the decoder is 1/3 of the encoder's depth as in the paper's base setting.
 SIZES = {
@@ -30,10 +29,9 @@ SIZES = {
 }
 
 
-class MaeLmRecipe(Recipe):
+class MaeLmRecipe(BertBlocksRecipe):
     config_class = MaeLmConfig
     options = (*Recipe.options, "pack_documents", "mask_in_encoder_fraction")
-    packing_style = "BERT-style blocks ([CLS] ... [SEP], documents separated by [SEP])"
 
     def check_arguments(self, args) -> None:
         delta = args.mask_in_encoder_fraction
@@ -59,20 +57,6 @@ class MaeLmRecipe(Recipe):
     def summary_lines(self, args) -> list[str]:
         delta = f"- [MASK]s kept in the encoder input (δ): {args.mask_in_encoder_fraction:.0%}"
         return [*super().summary_lines(args), delta]
-
-    def build_dataset(self, args, tokenizer, documents):
-        tokenized = tokenize_documents(
-            documents, tokenizer, num_proc=args.preprocessing_num_workers, word_starts=self.needs_word_starts(args)
-        )
-        return pack_bert_style(
-            tokenized,
-            args.block_size,
-            cls_id=tokenizer.cls_token_id,
-            sep_id=tokenizer.sep_token_id,
-            separator_id=tokenizer.sep_token_id,
-            num_proc=args.preprocessing_num_workers,
-            pack_documents=args.pack_documents,
-        )
 
     def build_model(self, args, tokenizer):
         if args.model_name_or_path:

@@ -6,21 +6,18 @@ from transformers import BertConfig, BertForMaskedLM
 from ...models.checkpoint_io import checkpoint_model_type
 from ..model_sizes import sized_config_kwargs
 from . import mae_lm
-from .base import Recipe
+from .base import BertBlocksRecipe, Recipe
 
 # MAE-LM's encoder shapes (not its decoder), so a comparison changes the method and nothing else.
 ENCODER_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
 SIZES = {size: {name: shape[name] for name in ENCODER_FIELDS} for size, shape in mae_lm.SIZES.items()}
 
 
-class MlmRecipe(mae_lm.MaeLmRecipe):
-    """Shares MAE-LM's data (BERT-style packed blocks); only the model differs."""
+class MlmRecipe(BertBlocksRecipe):
+    """MAE-LM's data (BERT-style packed blocks) and encoder shapes; only the model differs."""
 
     config_class = BertConfig
     options = Recipe.options  # not --pack_documents: its model cannot keep packed documents apart
-    # MAE-LM's data, not its δ: BERT's encoder reads every [MASK], and its card has no δ to state.
-    build_collator = Recipe.build_collator
-    summary_lines = Recipe.summary_lines
 
     no_packed_documents = (
         "its model is transformers' BertForMaskedLM, whose sdpa and eager attention take no packed-sequence mask, "
