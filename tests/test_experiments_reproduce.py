@@ -5,18 +5,22 @@ one is skipped, and every step's wall time is recorded with the load beside it (
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import scipy.stats
 
 # The experiments are scripts, not a package: their folder goes on the path, as `python experiments/...` puts it.
 sys.path.insert(0, str(Path(__file__).parents[1] / "experiments"))
 import report
 import reproduce
 import wall_time
+
+from hf_encoders.evaluation.tasks import MAIN_METRIC
 
 
 class FakeCommands:
@@ -185,3 +189,85 @@ def test_pretrained_mae_lm_verdicts_count_only_arms_below_the_unigram_entropy(tm
     assert any(line.startswith("| minilm |  | [50, 60] | [50, 55] |") for line in section)
     assert any("20 / 20 / 20 steps (δ = 0 / 0.5 / 1)" in line for line in section)
     assert (tmp_path / "figures" / "mp_delta_sweep.png").exists()
+
+
+def fake_b1_seed(root: Path, losses: dict[str, float], validation: dict[str, dict[float, float]], test_score) -> None:
+    """One pre-training seed's B1 folder: each arm's log, the analysis, and evaluate's records (every task, two rates,
+    two fine-tuning seeds; scores on evaluate's 0-1 scale, 0-100 for qa)."""
+    for arm, loss in losses.items():
+        (root / "pretrain" / f"b1_{arm}").mkdir(parents=True)
+        history = [{"loss": 9.0, "step": 10}, {"eval_loss": loss, "step": 20}]
+        (root / "pretrain" / f"b1_{arm}" / "log_history.json").write_text(json.dumps(history))
+    models = [
+        {"model": arm, "effective_rank": [30, 20], "effective_rank_with_mask": [30, 20], "self_similarity": [0.3, 0.4]}
+        for arm in losses
+    ]
+    (root / "analysis" / "b1").mkdir(parents=True)
+    (root / "analysis" / "b1" / "report.json").write_text(json.dumps({"models": models}))
+    records = []
+    for arm, by_rate in validation.items():
+        for kind, metric in MAIN_METRIC.items():
+            scale = 1 if kind == "qa" else 0.01
+            for rate, score in by_rate.items():
+                for seed in (0, 1):
+                    record = {"model": str(root / "pretrain" / f"b1_{arm}"), "task": f"{kind}:{root}/tasks/{kind}"}
+                    record |= {"kind": kind, "learning_rate": rate, "seed": seed, "status": "finished"}
+                    record |= {"validation": {metric: scale * score}, "test": {metric: scale * test_score(arm, seed)}}
+                    records.append(record)
+    (root / "evaluate" / "b1").mkdir(parents=True)
+    (root / "evaluate" / "b1" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (root / "evaluate" / "b1" / "results.json").write_text("{}")
+
+
+@pytest.mark.parametrize("stuck", [False, True])
+def test_b1_pools_every_pretraining_and_fine_tuning_seed_and_compares_the_fall_over_rates(tmp_path, monkeypatch, stuck):
+    monkeypatch.setattr(report, "unigram_entropy", lambda root, tokenizer_path=None: 6.0)
+    # CLM -> MLM: best at 1e-4, 2 points lower at 1e-3; MLM alone: 10 points lower at its worse rate.
+    validation = {"clm_then_mlm": {1e-4: 80.0, 1e-3: 78.0}, "mlm_only": {1e-4: 60.0, 1e-3: 70.0}}
+    tests = {}
+    for index in (0, 1):
+        losses = {"clm_then_mlm": 5.0, "mlm_only": 5.8 if stuck and index == 1 else 5.2, "clm_only": 4.0}
+        tests[index] = {"clm_then_mlm": [81.0 + index, 83.0 + index], "mlm_only": [71.0 - index, 70.0]}
+        fake_b1_seed(
+            tmp_path / "runs" / f"b1_s{index}", losses, validation, lambda arm, seed, i=index: tests[i][arm][seed]
+        )
+    (tmp_path / "figures").mkdir()
+    row, section = report.b1(tmp_path / "runs", tmp_path / "figures")
+    if stuck:
+        assert row.endswith("| void: mlm_only seed 1 (5.80) not 0.5 nats below the unigram entropy (6.00) |")
+        return
+    assert "CLM→MLM beats MLM on 4/4 tasks (sc, tc, qa, ir; intervals apart on 4: sc, tc, qa, ir)" in row
+    assert "moves less over the rate grid on 4/4" in row and "2 pre-training seeds" in row
+    assert row.endswith("| reproduced |")
+    # Every pre-training x fine-tuning seed at the best rate, with Student's interval computed here independently.
+    pooled = [81.0, 83.0, 82.0, 84.0]
+    low, high = scipy.stats.t.interval(0.95, 3, loc=statistics.fmean(pooled), scale=scipy.stats.sem(pooled))
+    expected = f"{statistics.fmean(pooled):.1f} [{low:.1f}, {high:.1f}] (2.0)"
+    assert any(line.startswith("| clm_then_mlm |") and line.count(expected) == 4 for line in section)
+    assert any(line.startswith("| mlm_only |") and "(10.0)" in line for line in section)
+    assert "| clm_only | 4.000 (+2.00), 4.000 (+2.00) | 0.400, 0.400 | 20, 20 |" in section
+    assert (tmp_path / "figures" / "b1_rate_grid.png").exists()
+
+
+def test_a_claim_without_runs_keeps_its_rows_and_section_from_the_previous_report():
+    previous = "\n".join(
+        [
+            "| id | statement | numbers | verdict |",
+            "| M1 | rank | 1 / 2 | partly |",
+            "| M1, pretrained start | rank | 3 | void |",
+            "| M2 | sweep | 4 | partly |",
+            "",
+            "## T1 — TaCL",
+            "t1 text",
+            "## M1, M2 — MAE-LM",
+            "m text",
+            "### The same sweep at 1e-3",
+            "more m text",
+            "## What we found",
+        ]
+    )
+    rows, section = report.carried_over(previous, "m1")
+    assert rows == "| M1 | rank | 1 / 2 | partly |"
+    assert section == ["## M1, M2 — MAE-LM", "m text", "### The same sweep at 1e-3", "more m text"]
+    assert report.carried_over(previous, "m2") == ("| M2 | sweep | 4 | partly |", [])
+    assert report.carried_over(previous, "b2") is None
