@@ -265,41 +265,75 @@ def final_eval_loss(root: Path, run: str) -> float:
     return evaluations[-1].get("eval_mlm_loss", evaluations[-1]["eval_loss"])
 
 
+T1_LABELS = {"model": "minilm", "t1_mlm": "mlm", "student": "tacl"}  # evaluated folder's name -> arm
+T1_KINDS = ["sc", "tc", "qa"]
+
+
 def t1(root: Path, figures: Path):
-    models = analysis(root, "t1")
-    if models is None:
+    roots = pretraining_seed_roots(root, "t1")
+    if not roots:
         return None
-    table = scores(root, "t1")
-    similarity = {label: models[label]["self_similarity"][-1] for label in models}
-    kinds = ["sc", "tc", "qa"]
-    evaluated = {"student", "t1_mlm"} <= set(table)
-    better = [kind for kind in kinds if evaluated and table["student"][kind][0] > table["t1_mlm"][kind][0]]
-    verdict = (similarity["tacl"] < similarity["mlm"]) + (len(better) >= 2)
+    cells = pooled_cells(roots, "t1", T1_LABELS)
+    analyses = [analysis(seed_root, "t1") for seed_root in roots]
+    similarity = {arm: [models[arm]["self_similarity"][-1] for models in analyses] for arm in T1_LABELS.values()}
+    mean_similarity = {arm: statistics.fmean(values) for arm, values in similarity.items()}
+    entropy = unigram_entropy(roots[0], minilm_tokenizer())
+    losses = {arm: [final_eval_loss(seed_root, f"t1_{arm}") for seed_root in roots] for arm in ("mlm", "tacl")}
+    better = [kind for kind in T1_KINDS if cells["tacl", kind].mean > cells["mlm", kind].mean]
+    points = (mean_similarity["tacl"] < mean_similarity["mlm"]) + (len(better) >= 2)
+    verdict = learned_or_void(losses, entropy) or VERDICTS[points]
+    below_start = "below" if mean_similarity["tacl"] < mean_similarity["minilm"] else "not below"
     row = (
         "| T1 | TaCL (Fig. 2-3): continued from the same BERT, TaCL gives top-layer tokens a lower self-similarity than "
-        "MLM-only continuation, and better downstream scores | top-layer self-similarity: MiniLM "
-        f"{similarity['minilm']:.3f}, MLM {similarity['mlm']:.3f}, TaCL {similarity['tacl']:.3f}; TaCL beats MLM on "
-        f"{len(better) if evaluated else 'pending'}/3 tasks | {VERDICTS[verdict]} |"
+        "MLM-only continuation, and better downstream scores | top-layer self-similarity (mean over "
+        f"{len(roots)} pre-training seeds): MiniLM {mean_similarity['minilm']:.3f}, MLM {mean_similarity['mlm']:.3f}, "
+        f"TaCL {mean_similarity['tacl']:.3f} ({below_start} the start); TaCL beats MLM on {len(better)}/3 tasks "
+        f"({', '.join(better) or 'none'}); validation MLM loss {statistics.fmean(losses['mlm']):.2f} / "
+        f"{statistics.fmean(losses['tacl']):.2f} (unigram {entropy:.2f}) | {verdict} |"
     )
+    steps = trained_steps(roots[0], "t1_tacl")
     section = [
         "## T1 — TaCL vs MLM continuation of all-MiniLM-L6-v2",
         "",
-        "Verdict rule: one point for a lower top-layer self-similarity than MLM, one for a better mean on 2 of 3 tasks.",
+        f"{steps} continued steps at a peak rate of 1e-4, {len(roots)} pre-training seeds. Verdict rule: void unless "
+        f"both arms' validation MLM loss is at least {LEARNING_MARGIN} nats below the unigram entropy in MiniLM's "
+        "vocabulary; then one point for a lower top-layer self-similarity than MLM (mean over pre-training seeds), "
+        "one for a better test mean on 2 of 3 tasks. Scores: mean and 95% confidence interval over every "
+        "pre-training × fine-tuning seed (MiniLM itself: its fine-tuning seeds).",
         "",
         *markdown_table(
-            ["model", "self-similarity (top)", *kinds],
+            ["model", "validation loss per seed", "self-similarity (top) per seed", *T1_KINDS],
             [
-                [label, f"{similarity[label]:.3f}", *score_cells(table, run, kinds)]
-                for label, run in (("minilm", "model"), ("mlm", "t1_mlm"), ("tacl", "student"))
+                [
+                    arm,
+                    ", ".join(f"{loss:.3f}" for loss in losses.get(arm, [])),
+                    ", ".join(f"{value:.3f}" for value in similarity[arm]),
+                    *(interval(cells[arm, kind]) for kind in T1_KINDS),
+                ]
+                for arm in T1_LABELS.values()
             ],
         ),
         "",
-        copy_figure(root / "analysis" / "t1" / "layer_curves.png", figures, "t1_layer_curves.png"),
-        copy_figure(root / "analysis" / "t1" / "similarity_mlm.png", figures, "t1_similarity_mlm.png"),
-        copy_figure(root / "analysis" / "t1" / "similarity_tacl.png", figures, "t1_similarity_tacl.png"),
+        copy_figure(roots[0] / "analysis" / "t1" / "layer_curves.png", figures, "t1_layer_curves.png"),
+        copy_figure(roots[0] / "analysis" / "t1" / "similarity_mlm.png", figures, "t1_similarity_mlm.png"),
+        copy_figure(roots[0] / "analysis" / "t1" / "similarity_tacl.png", figures, "t1_similarity_tacl.png"),
         "",
     ]
     return row, section
+
+
+def learned_or_void(losses: dict[str, list[float]], entropy: float) -> str | None:
+    """The void verdict when a compared arm's validation loss (any pre-training seed) is not LEARNING_MARGIN nats
+    below the unigram entropy: its encoder is not yet what the claim is about."""
+    stuck = [
+        f"{arm}{f' seed {index}' if len(values) > 1 else ''} ({loss:.2f})"
+        for arm, values in losses.items()
+        for index, loss in enumerate(values)
+        if loss > entropy - LEARNING_MARGIN
+    ]
+    if not stuck:
+        return None
+    return f"void: {', '.join(stuck)} not {LEARNING_MARGIN} nats below the unigram entropy ({entropy:.2f})"
 
 
 def deltas(root: Path):
@@ -516,12 +550,7 @@ def m_pretrained(root: Path, figures: Path):
 def pretrained_rows(models: dict, table: dict, losses: dict[str, float], entropy: float) -> list[str]:
     """M1's and M2's summary rows for the pretrained start: their rules, void unless every arm learned; `table` is
     empty until the arms are fine-tuned."""
-    stuck = [
-        f"δ = {label.removeprefix('delta_')} ({loss:.2f})"
-        for label, loss in losses.items()
-        if loss > entropy - LEARNING_MARGIN
-    ]
-    void = f"void: {', '.join(stuck)} not {LEARNING_MARGIN} nats below the unigram entropy" if stuck else None
+    void = learned_or_void({f"δ = {label.removeprefix('delta_')}": [loss] for label, loss in losses.items()}, entropy)
     mlm, mae = models["delta_1.0"], models["delta_0.0"]
     gap = mlm["effective_rank"][-1] - mlm["effective_rank_with_mask"][-1]
     m1_points = (gap > 0) + (mae["effective_rank"][-1] >= mlm["effective_rank"][-1])
@@ -577,14 +606,14 @@ def pretraining_seed_roots(root: Path, experiment: str) -> list[Path]:
     return [path for path in folders_of(root) if (path / "evaluate" / experiment / "results.json").exists()]
 
 
-def pooled_cells(roots: list[Path], experiment: str, arms: tuple[str, ...]) -> dict[tuple[str, str], Cell]:
+def pooled_cells(roots: list[Path], experiment: str, labels: dict[str, str]) -> dict[tuple[str, str], Cell]:
     """(arm, task kind) -> its Cell over every pre-training seed x fine-tuning seed: the rate with the best validation
-    mean over all of them, and their test scores at that rate."""
+    mean over all of them, and their test scores at that rate. `labels` names the arm of each fine-tuned folder."""
     records = []
     for index, seed_root in enumerate(roots):
         for record in read_results(seed_root / "evaluate" / experiment):
-            arm = Path(record["model"]).name.removeprefix(f"{experiment}_")
-            if record["status"] == "finished" and arm in arms:
+            arm = labels.get(Path(record["model"]).name)
+            if record["status"] == "finished" and arm is not None:
                 # Runs of different pre-training seeds are different runs: distinct seeds for evaluate's summary.
                 # Each seed's task folder is its own copy of the same task: one task per kind.
                 records.append({**record, "model": arm, "task": record["kind"], "seed": 1000 * index + record["seed"]})
@@ -611,7 +640,7 @@ def b1(root: Path, figures: Path):
     roots = pretraining_seed_roots(root, "b1")
     if not roots:
         return None
-    cells = pooled_cells(roots, "b1", B1_ARMS)
+    cells = pooled_cells(roots, "b1", {f"b1_{arm}": arm for arm in B1_ARMS})
     pfs, mlm = B1_ARMS
     entropy = unigram_entropy(roots[0])
     losses = {arm: [final_eval_loss(seed_root, f"b1_{arm}") for seed_root in roots] for arm in PHASE_ARMS}
@@ -619,17 +648,8 @@ def b1(root: Path, figures: Path):
     # The intervals of the two means do not overlap: a win the seeds cannot explain.
     clear = [kind for kind in wins if bounds(cells[pfs, kind])[0] > bounds(cells[mlm, kind])[1]]
     steadier = [kind for kind in KINDS if rate_spread(cells[pfs, kind]) < rate_spread(cells[mlm, kind])]
-    stuck = [
-        f"{arm} seed {index} ({loss:.2f})"
-        for arm in B1_ARMS
-        for index, loss in enumerate(losses[arm])
-        if loss > entropy - LEARNING_MARGIN
-    ]
-    verdict = (
-        f"void: {', '.join(stuck)} not {LEARNING_MARGIN} nats below the unigram entropy ({entropy:.2f})"
-        if stuck
-        else VERDICTS[(len(wins) >= 3) + (len(steadier) >= 3)]
-    )
+    compared = {arm: losses[arm] for arm in B1_ARMS}
+    verdict = learned_or_void(compared, entropy) or VERDICTS[(len(wins) >= 3) + (len(steadier) >= 3)]
     rates = cells[pfs, "sc"].validation_by_rate
     fine_tunings = len(next(iter(rates.values())))
     row = (

@@ -184,39 +184,44 @@ def test_pretrained_mae_lm_verdicts_count_only_arms_below_the_unigram_entropy(tm
         assert rows.splitlines()[1].endswith("mean downstream 0.700 / 0.600 / 0.500 | reproduced |")
         assert any(line.startswith("| delta_0.0 | 0.500 |") and line.endswith("| 0.7 ± 0.01 |") for line in section)
     else:
-        void = f"| void: δ = 0.5 ({entropy - stuck_loss:.2f}) not 0.5 nats below the unigram entropy |"
+        void = f"| void: δ = 0.5 ({entropy - stuck_loss:.2f}) not 0.5 nats below the unigram entropy ({entropy:.2f}) |"
         assert m1_row.endswith(void) and m2_row.endswith(void)
     assert any(line.startswith("| minilm |  | [50, 60] | [50, 55] |") for line in section)
     assert any("20 / 20 / 20 steps (δ = 0 / 0.5 / 1)" in line for line in section)
     assert (tmp_path / "figures" / "mp_delta_sweep.png").exists()
 
 
-def fake_b1_seed(root: Path, losses: dict[str, float], validation: dict[str, dict[float, float]], test_score) -> None:
-    """One pre-training seed's B1 folder: each arm's log, the analysis, and evaluate's records (every task, two rates,
-    two fine-tuning seeds; scores on evaluate's 0-1 scale, 0-100 for qa)."""
-    for arm, loss in losses.items():
-        (root / "pretrain" / f"b1_{arm}").mkdir(parents=True)
+def fake_seed_folder(root, experiment, losses, validation, test_score, kinds=report.KINDS) -> None:
+    """One pre-training seed's folder of `experiment`: each run's log (`losses`: run -> validation loss), the analysis
+    of each run (labelled as reproduce.py labels it, without the experiment's prefix), and evaluate's records of every folder in `validation` (folder
+    -> rate -> validation score) on every task kind, two fine-tuning seeds; scores on evaluate's 0-1 scale, 0-100 for
+    qa; `test_score(folder, seed)` gives the test score."""
+    for run, loss in losses.items():
+        (root / "pretrain" / run).mkdir(parents=True)
         history = [{"loss": 9.0, "step": 10}, {"eval_loss": loss, "step": 20}]
-        (root / "pretrain" / f"b1_{arm}" / "log_history.json").write_text(json.dumps(history))
+        (root / "pretrain" / run / "log_history.json").write_text(json.dumps(history))
     models = [
         {"model": arm, "effective_rank": [30, 20], "effective_rank_with_mask": [30, 20], "self_similarity": [0.3, 0.4]}
-        for arm in losses
+        for arm in (run.removeprefix(f"{experiment}_") for run in losses)
     ]
-    (root / "analysis" / "b1").mkdir(parents=True)
-    (root / "analysis" / "b1" / "report.json").write_text(json.dumps({"models": models}))
+    (root / "analysis" / experiment).mkdir(parents=True)
+    (root / "analysis" / experiment / "report.json").write_text(json.dumps({"models": models}))
     records = []
-    for arm, by_rate in validation.items():
-        for kind, metric in MAIN_METRIC.items():
-            scale = 1 if kind == "qa" else 0.01
+    for folder, by_rate in validation.items():
+        for kind in kinds:
+            metric, scale = MAIN_METRIC[kind], 1 if kind == "qa" else 0.01
             for rate, score in by_rate.items():
                 for seed in (0, 1):
-                    record = {"model": str(root / "pretrain" / f"b1_{arm}"), "task": f"{kind}:{root}/tasks/{kind}"}
-                    record |= {"kind": kind, "learning_rate": rate, "seed": seed, "status": "finished"}
-                    record |= {"validation": {metric: scale * score}, "test": {metric: scale * test_score(arm, seed)}}
+                    record = {"model": str(root / folder), "task": f"{kind}:{root}/tasks/{kind}", "kind": kind}
+                    record |= {"learning_rate": rate, "seed": seed, "status": "finished"}
+                    record |= {
+                        "validation": {metric: scale * score},
+                        "test": {metric: scale * test_score(folder, seed)},
+                    }
                     records.append(record)
-    (root / "evaluate" / "b1").mkdir(parents=True)
-    (root / "evaluate" / "b1" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (root / "evaluate" / "b1" / "results.json").write_text("{}")
+    (root / "evaluate" / experiment).mkdir(parents=True)
+    (root / "evaluate" / experiment / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (root / "evaluate" / experiment / "results.json").write_text("{}")
 
 
 @pytest.mark.parametrize("stuck", [False, True])
@@ -226,11 +231,13 @@ def test_b1_pools_every_pretraining_and_fine_tuning_seed_and_compares_the_fall_o
     validation = {"clm_then_mlm": {1e-4: 80.0, 1e-3: 78.0}, "mlm_only": {1e-4: 60.0, 1e-3: 70.0}}
     tests = {}
     for index in (0, 1):
-        losses = {"clm_then_mlm": 5.0, "mlm_only": 5.8 if stuck and index == 1 else 5.2, "clm_only": 4.0}
+        losses = {"b1_clm_then_mlm": 5.0, "b1_mlm_only": 5.8 if stuck and index == 1 else 5.2, "b1_clm_only": 4.0}
         tests[index] = {"clm_then_mlm": [81.0 + index, 83.0 + index], "mlm_only": [71.0 - index, 70.0]}
-        fake_b1_seed(
-            tmp_path / "runs" / f"b1_s{index}", losses, validation, lambda arm, seed, i=index: tests[i][arm][seed]
-        )
+        folders = {f"pretrain/b1_{arm}": by_rate for arm, by_rate in validation.items()}
+        fake_seed_folder(
+            tmp_path / "runs" / f"b1_s{index}", "b1", losses, folders,
+            lambda folder, seed, i=index: tests[i][folder.removeprefix("pretrain/b1_")][seed],
+        )  # fmt: skip
     (tmp_path / "figures").mkdir()
     row, section = report.b1(tmp_path / "runs", tmp_path / "figures")
     if stuck:
@@ -271,3 +278,29 @@ def test_a_claim_without_runs_keeps_its_rows_and_section_from_the_previous_repor
     assert section == ["## M1, M2 — MAE-LM", "m text", "### The same sweep at 1e-3", "more m text"]
     assert report.carried_over(previous, "m2") == ("| M2 | sweep | 4 | partly |", [])
     assert report.carried_over(previous, "b2") is None
+
+
+@pytest.mark.parametrize("tacl_similarity", [0.35, 0.45])
+def test_t1_pools_seeds_and_says_whether_tacl_goes_below_the_starting_similarity(
+    tmp_path, monkeypatch, tacl_similarity
+):
+    monkeypatch.setattr(report, "unigram_entropy", lambda root, tokenizer_path=None: 6.0)
+    validation = {folder: {1e-4: 50.0} for folder in ("minilm/model", "pretrain/t1_mlm", "pretrain/t1_tacl/student")}
+    scores = {"minilm/model": 40.0, "pretrain/t1_mlm": 45.0, "pretrain/t1_tacl/student": 47.0}
+    for index in (0, 1):
+        root = tmp_path / "runs" / f"t1_s{index}"
+        losses = {"t1_mlm": 5.0, "t1_tacl": 5.2}
+        fake_seed_folder(root, "t1", losses, validation, lambda f, seed: scores[f] + seed, kinds=report.T1_KINDS)
+        similarity = {"minilm": 0.4, "mlm": 0.5, "tacl": tacl_similarity + 0.01 * index}
+        models = [{"model": arm, "self_similarity": [0.2, value]} for arm, value in similarity.items()]
+        (root / "analysis" / "t1" / "report.json").write_text(json.dumps({"models": models}))
+    (tmp_path / "figures").mkdir()
+    row, section = report.t1(tmp_path / "runs", tmp_path / "figures")
+    below = "below" if tacl_similarity < 0.4 else "not below"
+    assert f"MiniLM 0.400, MLM 0.500, TaCL {tacl_similarity + 0.005:.3f} ({below} the start)" in row
+    assert "TaCL beats MLM on 3/3 tasks (sc, tc, qa)" in row and row.endswith("| reproduced |")
+    # 2 pre-training x 2 fine-tuning seeds: 47, 48, 47, 48.
+    low, high = scipy.stats.t.interval(0.95, 3, loc=47.5, scale=scipy.stats.sem([47, 48, 47, 48]))
+    assert any(
+        line.startswith("| tacl | 5.200, 5.200 |") and f"47.5 [{low:.1f}, {high:.1f}]" in line for line in section
+    )
