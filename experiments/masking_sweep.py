@@ -8,50 +8,45 @@ the experiments' tasks. The MLM arms are B1's MLM-only arm (experiments/reproduc
 off-plateau setting of experiments/scan/SCAN.md, 40% masking) with `--masking` as the only difference, so its token
 arm is B1's own run when they share --output-dir. The MAE-LM arms are M's from-scratch setting with its paper's δ = 0;
 they are read only where they are off the unigram plateau (REPORT.md, M): the table says when they are not, and they
-are then not fine-tuned, as in M. Steps already done in --output-dir are skipped; prints the table for
-experiments/REPORT.md.
+are then not fine-tuned, as in M. Steps already done in --output-dir are skipped; REPORT.md's U section tables
+the arms (`reproduce.py --only report`).
 """
 
 import sys
 
-from report import markdown_table, on_unigram_plateau, score_cells, scores
+from report import MASKING_RUNS, on_unigram_plateau
+from report import U_KINDS as KINDS
 from reproduce import SCRATCH_LAYERS, Runner, biphasic_arm, build_parser, prepare, tokenizer
 
 from hf_encoders.data.masking_units import MASKING_UNITS
 
-KINDS = ["tc", "qa"]
 METHODS = ("biphasic", "mae_lm")
 FINETUNE_RATE = 3e-4  # the from-scratch experiments' fine-tuning rate (REPORT.md, set-up)
 
 
 def masking_arm(runner: Runner, method: str, masking: str):
+    name = MASKING_RUNS[method][masking]  # biphasic's token arm is B1's MLM-only run, the same command
     if method == "biphasic":
-        if masking == "token":  # B1's MLM-only arm, the same command
-            return biphasic_arm(runner, "b1_mlm_only", "--phases", "mlm:1.0")
-        return biphasic_arm(runner, f"u_biphasic_{masking}", "--phases", "mlm:1.0", "--masking", masking)
+        return biphasic_arm(
+            runner, name, "--phases", "mlm:1.0", *(["--masking", masking] if masking != "token" else [])
+        )
     return runner.pretrain(
-        f"u_mae_lm_{masking}", "--method", "mae_lm", "--masking", masking, *tokenizer(runner),
+        name, "--method", "mae_lm", "--masking", masking, *tokenizer(runner),
         "--model_size", "small", "--config_overrides", f"{SCRATCH_LAYERS},decoder_num_hidden_layers=2",
         steps=runner.settings.steps, learning_rate=runner.settings.mae_lm_learning_rate,
     )  # fmt: skip
 
 
-def masking_sweep(runner: Runner, methods: list[str]) -> list[str]:
-    """Pre-train, analyse and fine-tune every (method, unit) arm; the report's lines."""
-    lines = []
+def masking_sweep(runner: Runner, methods: list[str]) -> None:
+    """Pre-train, analyse and fine-tune every (method, unit) arm; REPORT.md's U section reads them."""
     for method in methods:
         models = {f"{method}_{unit}": masking_arm(runner, method, unit) for unit in MASKING_UNITS}
         runner.analyze(f"u_{method}", models)
         if on_unigram_plateau(runner.root, [path.name for path in models.values()]):
-            lines.append(f"{method}: on the unigram plateau at this budget; not fine-tuned (REPORT.md, M).")
+            print(f"{method}: on the unigram plateau at this budget; not fine-tuned (REPORT.md, M).")
             continue
         seeds = runner.settings.seeds
         runner.evaluate(f"u_{method}", models, kinds=KINDS, learning_rates=(FINETUNE_RATE,), seeds=seeds)
-        table = scores(runner.root, f"u_{method}")
-        rows = [[unit, *score_cells(table, path.name, KINDS)] for unit, path in zip(MASKING_UNITS, models.values())]
-        lines += ["", f"{method} (test split, mean ± std over {seeds} seeds)", ""]
-        lines += markdown_table(["masking", *KINDS], rows)
-    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     runner = Runner(settings)
     prepare(runner)
     runner.experiment = "U"  # names its steps in timings.json
-    print("\n".join(masking_sweep(runner, methods)))
+    masking_sweep(runner, methods)
+    print("Done: `python experiments/reproduce.py --corpus ... --output-dir <its parent> --only report` tables it.")
     return 0
 
 

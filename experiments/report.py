@@ -29,7 +29,7 @@ def write_report(root: Path, here: Path, timings: dict, settings, seeds: dict[st
     figures.mkdir(exist_ok=True)
     previous = (here / "REPORT.md").read_text() if (here / "REPORT.md").exists() else ""
     rows, sections, carried = [], [], []
-    for claim in (t1, m1, m2, m_pretrained, b1, b2):
+    for claim in (t1, m1, m2, m_pretrained, b1, b2, u_masking):
         result = claim(root, figures)
         if result is None and (result := carried_over(previous, claim.__name__)) is not None:
             carried.append(claim.__name__)
@@ -76,6 +76,7 @@ CLAIM_BLOCKS = {
     "m_pretrained": (("M1, pretrained start", "M2, pretrained start"), "## M1, M2 from a pretrained start"),
     "b1": (("B1",), "## B1 "),
     "b2": (("B2",), None),
+    "u_masking": (("U",), "## U "),
 }
 
 
@@ -720,6 +721,88 @@ def plot_rate_grid(cells: dict[tuple[str, str], Cell], path: Path) -> Path:
     figure.savefig(path, dpi=120)
     plt.close(figure)
     return path
+
+
+# The masking sweep's runs (experiments/masking_sweep.py): method -> masking unit -> run; biphasic's token arm is B1's.
+MASKING_RUNS = {
+    "biphasic": {"token": "b1_mlm_only", "whole_word": "u_biphasic_whole_word", "span": "u_biphasic_span"},
+    "mae_lm": {unit: f"u_mae_lm_{unit}" for unit in ("token", "whole_word", "span")},
+}
+U_KINDS = ["tc", "qa"]
+
+
+def u_masking(root: Path, figures: Path):
+    """U: token vs whole-word vs span masking (masking_sweep.py), its rows where its runs finished."""
+    roots = [folder for folder in folders_of(root) if (folder / "analysis" / "u_biphasic" / "report.json").exists()]
+    if not roots:
+        return None
+    entropy = unigram_entropy(roots[0])
+    units = {run: unit for unit, run in MASKING_RUNS["biphasic"].items()}
+    evaluated = [folder for folder in roots if (folder / "evaluate" / "u_biphasic" / "results.json").exists()]
+    cells = pooled_cells(evaluated, "u_biphasic", units) if evaluated else {}
+    losses = {
+        (method, unit): [
+            final_eval_loss(folder, run)
+            for folder in roots
+            if (folder / "pretrain" / run / "log_history.json").exists()
+        ]
+        for method, runs in MASKING_RUNS.items()
+        for unit, run in runs.items()
+    }
+    if cells:
+        span_wins = [kind for kind in U_KINDS if cells["span", kind].mean > cells["token", kind].mean]
+        compared = {f"biphasic {unit}": losses["biphasic", unit] for unit in units.values()}
+        verdict = learned_or_void(compared, entropy) or VERDICTS[len(span_wins)]
+        numbers = "; ".join(
+            f"{kind}: " + ", ".join(f"{unit} {cells[unit, kind].mean:.1f}" for unit in units.values())
+            for kind in U_KINDS
+        )
+    else:
+        verdict, numbers = "pending", "not fine-tuned yet"
+    row = (
+        "| U | SpanBERT (the textbook's §11.5): masking spans of words rather than single tokens helps span-level "
+        f"tasks (QA, tagging) | MLM (biphasic, off the plateau), test means {numbers} | {verdict} |"
+    )
+    rows = [
+        masking_row(roots[0], method, unit, losses[method, unit], entropy, cells if method == "biphasic" else {})
+        for method, runs in MASKING_RUNS.items()
+        for unit in runs
+        if losses[method, unit]
+    ]
+    section = [
+        "## U — the masking unit: token, whole word, span",
+        "",
+        "`--masking` is the only difference within a method. MLM is B1's MLM-only biphasic arm (40% masking, the "
+        "off-plateau setting), so its token row is B1's run; MAE-LM is M's from-scratch setting with δ = 0 (15%), "
+        "fine-tuned only off the unigram plateau. Span: Geometric(0.2) words, at most 10, the ratio met in tokens. "
+        "Verdict rule: void unless every MLM arm's validation loss is at least "
+        f"{LEARNING_MARGIN} nats below the unigram entropy ({entropy:.2f}); then one point each for span's test mean "
+        "above token's on TC and on QA. Scores: mean and 95% interval over the fine-tuning seeds, one learning rate "
+        "(3e-4).",
+        "",
+        *markdown_table(["method", "masking", "validation loss (unigram − loss)", *DIAGNOSTICS, *U_KINDS], rows),
+        "",
+    ]
+    return row, section
+
+
+DIAGNOSTICS = ["self-similarity (top)", "rank clean (top)"]
+
+
+def masking_row(root: Path, method: str, unit: str, losses: list[float], entropy: float, cells: dict) -> list:
+    """One arm of the masking sweep: its loss per seed, the top layer's diagnostics and its scores where fine-tuned."""
+    diagnostics = (analysis(root, f"u_{method}") or {}).get(f"{method}_{unit}")
+    return [
+        method,
+        unit,
+        ", ".join(f"{loss:.3f} ({entropy - loss:+.2f})" for loss in losses),
+        *(
+            [f"{diagnostics['self_similarity'][-1]:.3f}", diagnostics["effective_rank"][-1]]
+            if diagnostics
+            else ["", ""]
+        ),
+        *(interval(cells[unit, kind]) if cells else "" for kind in U_KINDS),
+    ]
 
 
 def b2(root: Path, figures: Path):

@@ -304,3 +304,35 @@ def test_t1_pools_seeds_and_says_whether_tacl_goes_below_the_starting_similarity
     assert any(
         line.startswith("| tacl | 5.200, 5.200 |") and f"47.5 [{low:.1f}, {high:.1f}]" in line for line in section
     )
+
+
+def test_the_masking_sweep_compares_span_with_token_masking_and_lists_mae_lm_on_its_plateau(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "unigram_entropy", lambda root, tokenizer_path=None: 6.0)
+    root = tmp_path / "runs" / "b1_s0"
+    runs = report.MASKING_RUNS["biphasic"]
+    validation = {f"pretrain/{run}": {3e-4: 50.0} for run in runs.values()}
+    scores = {"token": 40.0, "whole_word": 42.0, "span": 45.0}
+    losses = {run: 5.0 for run in runs.values()} | {run: 6.1 for run in report.MASKING_RUNS["mae_lm"].values()}
+    unit_of = {f"pretrain/{run}": unit for unit, run in runs.items()}
+    fake_seed_folder(
+        root,
+        "u_biphasic",
+        losses,
+        validation,
+        lambda folder, seed: scores[unit_of[folder]] + seed,
+        kinds=report.U_KINDS,
+    )
+    for method in report.MASKING_RUNS:
+        models = [{"model": f"{method}_{unit}", "self_similarity": [0.5], "effective_rank": [7]} for unit in runs]
+        (root / "analysis" / f"u_{method}").mkdir(parents=True, exist_ok=True)
+        (root / "analysis" / f"u_{method}" / "report.json").write_text(json.dumps({"models": models}))
+    row, section = report.u_masking(tmp_path / "runs", tmp_path)
+    assert (
+        "tc: token 40.5, whole_word 42.5, span 45.5; qa: token 40.5, whole_word 42.5, span 45.5 | reproduced |" in row
+    )
+    low, high = scipy.stats.t.interval(0.95, 1, loc=45.5, scale=scipy.stats.sem([45, 46]))
+    span = (
+        f"| biphasic | span | 5.000 (+1.00) | 0.500 | 7 | 45.5 [{low:.1f}, {high:.1f}] | 45.5 [{low:.1f}, {high:.1f}] |"
+    )
+    assert span in section
+    assert "| mae_lm | whole_word | 6.100 (-0.10) | 0.500 | 7 |  |  |" in section
