@@ -72,7 +72,7 @@ def pretrain_all(settings, tokenizer_dir: Path, names: list[str]) -> dict[str, d
             method=name,
             tokenizer_name=str(tokenizer_dir),
             block_size=settings.block_size,
-            model_size="tiny",
+            model_size=None if family.demo_continues else "tiny",  # a continued encoder keeps its own size
             model_name_or_path=runs[family.demo_continues]["path"] if family.demo_continues else None,
         )
         result = pretrain(args, demo_training_arguments(output_dir, settings, max_steps=settings.steps))

@@ -1,5 +1,5 @@
 """One spelling per flag across commands (underscores, as pretrain and evaluate spell them); the dashed spellings
-analyze, demo and convert had still work, warning once each."""
+analyze, demo and convert had still work, warning once each, and evaluate takes them alike."""
 
 import json
 import warnings
@@ -62,4 +62,18 @@ def test_convert_takes_both_spellings(flag, tmp_path, monkeypatch, recwarn):
     assert converted == [("lm.gguf", str(tmp_path))]
     assert [str(warning.message).split()[0] for warning in recwarn if warning.category is FutureWarning] == (
         ["--from-causal-lm"] if "-" in flag[2:] else []
+    )
+
+
+@pytest.mark.parametrize("flag", ["--output_dir", "--output-dir"])
+def test_evaluate_takes_both_spellings(flag, tmp_path, monkeypatch, recwarn):
+    evaluated = []
+    monkeypatch.setattr(
+        "hf_encoders.evaluation.command.evaluate",
+        lambda models, tasks, output_dir, *settings: evaluated.append((models, tasks, output_dir)) or output_dir,
+    )
+    assert main(["evaluate", "model", "--task", "sc:sst2", flag, str(tmp_path)]) == 0
+    assert evaluated == [(["model"], ["sc:sst2"], tmp_path)]
+    assert [str(warning.message).split()[0] for warning in recwarn if warning.category is FutureWarning] == (
+        ["--output-dir"] if "-" in flag[2:] else []
     )

@@ -30,6 +30,7 @@ OPTIONS = {
     "from_causal_lm": ("smollm2.gguf", set()),
     "model_size": ("small", FROM_SCRATCH),
     "config_overrides": ("num_hidden_layers=1", FROM_SCRATCH),
+    "attn_implementation": ("eager", ALL),
     "block_size": (64, ALL),
     "mlm_probability": (0.3, ALL),
     "masking": ("whole_word", ALL),
@@ -146,6 +147,20 @@ def test_the_command_refuses_before_reading_the_corpus(bert, tmp_path):
     with pytest.raises(ValueError, match="TaCL does not read --model_size"):
         main([*argv, "--model_size", "small", "--corpus", str(tmp_path / "missing.txt")])
     assert not output_dir.exists()
+
+
+@pytest.mark.parametrize(
+    "option,message",
+    [
+        (["--model_size", "tiny"], "--model_size sizes a model built from scratch, but MLM .* continues"),
+        (["--vocab_size", "8000"], "--vocab_size sizes a tokenizer trained on the corpus, but this run uses the"),
+    ],
+)
+def test_a_default_value_given_with_a_checkpoint_is_refused_too(bert, tmp_path, option, message):
+    """Given on the command line, the default value is as moot as any other (it was taken for no option at all)."""
+    argv = ["pretrain", "--method", "mlm", "--model_name_or_path", bert, "--output_dir", str(tmp_path / "out")]
+    with pytest.raises(ValueError, match=message):
+        main([*argv, *option])
 
 
 def test_tacl_knobs_reach_its_config_and_unset_ones_keep_its_defaults(bert):

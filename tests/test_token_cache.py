@@ -123,9 +123,9 @@ def pretrain_argv(output_dir, *extra, method="mae_lm"):
     "method,extra,difference",
     [
         ("mae_lm", ["--block_size", "64", "--masking", "whole_word"], "block size 32 where this run has 64"),
-        ("mlm", ["--block_size", "32"], None),  # mlm packs as mae_lm does; token masking needs no word boundaries
+        # mlm packs as mae_lm does; token masking needs no word boundaries; no --block_size takes the cache's (32)
+        ("mlm", [], None),
         ("mae_lm", ["--block_size", "32", "--tokenizer_name", "OTHER"], r"tokenizer \(content hash\) '\w+' where"),
-        ("biphasic", ["--block_size", "32"], r"packing 'BERT-style blocks .*' where this run has 'Llama-style"),
     ],
 )
 def test_pretrain_refuses_a_cache_made_otherwise_saying_what_differs(cache, tmp_path, method, extra, difference):
@@ -140,6 +140,19 @@ def test_pretrain_refuses_a_cache_made_otherwise_saying_what_differs(cache, tmp_
     else:
         with pytest.raises(ValueError, match=rf"--tokenized_dir {cache} was made with .*{difference}"):
             main(argv)
+
+
+@pytest.mark.parametrize("method", ["biphasic", "tacl"])
+def test_a_cache_made_for_other_methods_is_refused_for_that_first(cache, bert, tmp_path, method):
+    """Not for its tokenizer's hash, which differs too (biphasic's adds BOS and EOS) only because the method does."""
+    start = ["--model_name_or_path", bert] if method == "tacl" else []
+    argv = pretrain_argv(tmp_path / "out", "--tokenized_dir", str(cache), *start, method=method)
+    with pytest.raises(
+        ValueError,
+        match=rf"^--tokenized_dir {cache} holds BERT-style blocks .*, made for --method "
+        rf"mlm or mae_lm; --method {method} trains on .* run hf-encoders tokenize --method {method}\.$",
+    ):
+        main(argv)
 
 
 def test_a_run_from_its_own_new_cache_trains_as_a_run_from_the_corpus(bert, tmp_path):

@@ -4,8 +4,12 @@ MAE-LM in tests/test_long_context.py), and the frozen TaCL teacher's memory."""
 
 import pytest
 import torch
+from transformers import PreTrainedModel
 
+from hf_encoders.cli import main
+from hf_encoders.training.pretrain import build_trainer
 from tests.family_specs import FAMILY_SPECS, specs_with
+from tests.helpers import tiny_run_arguments, tiny_training_arguments
 from tests.tiny_models import MASK_TOKEN_ID, sample_batch
 
 # Dropout off, so that checkpointing's recomputed forward is the same function as the first one.
@@ -68,6 +72,31 @@ def test_mae_lm_refuses_flash_attention_that_cannot_take_its_relative_bias():
     model = FAMILIES["mae_lm"]()
     with pytest.raises(ValueError, match=r"relative position bias, one per head.*Use 'sdpa' \(the default"):
         model.set_attn_implementation("flash_attention_2")
+
+
+def test_pretrain_refuses_flash_attention_for_mae_lm_with_the_models_reason(bert, tmp_path):
+    argv = ["pretrain", "--method", "mae_lm", "--tokenizer_name", bert, "--max_documents", "10", "--block_size", "32"]
+    with pytest.raises(ValueError, match=r"MAE-LM cannot run with attn_implementation='flash_attention_2': every"):
+        main([*argv, "--attn_implementation", "flash_attention_2", "--output_dir", str(tmp_path), "--use_cpu"])
+
+
+@pytest.mark.parametrize("method", ["mlm", "tacl"])
+def test_pretrain_attn_implementation_reaches_every_attention_layer(method, bert, tmp_path, monkeypatch):
+    """TaCL's teacher too, which set_attn_implementation reaches as a sub-model; not saved in the config, which says
+    what the model is."""
+    args = tiny_run_arguments(method, bert, attn_implementation="eager", validation_split_percentage=None)
+    trainer = build_trainer(args, tiny_training_arguments(tmp_path, max_steps=1, eval_strategy="no"))
+    configs = [module.config for module in trainer.model.modules() if isinstance(module, PreTrainedModel)]
+    assert {config._attn_implementation for config in configs} == {"eager"}
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    sdpa_calls = []
+    monkeypatch.setattr(
+        torch.nn.functional, "scaled_dot_product_attention", lambda *a, **k: sdpa_calls.append(1) or sdpa(*a, **k)
+    )
+    trainer.train()
+    assert not sdpa_calls
+    trainer.save_model()
+    assert "attn_implementation" not in (tmp_path / "config.json").read_text()
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from datasets import Dataset
 from transformers import AutoModel, AutoTokenizer, TrainingArguments
 
 from hf_encoders.analysis import layerwise_report
+from hf_encoders.cli import main
 from hf_encoders.data.corpus import load_documents
 from hf_encoders.families import FAMILIES
 from hf_encoders.training.arguments import PretrainArguments
@@ -139,11 +140,20 @@ def test_a_corpus_too_small_to_split_is_named():
         split_validation(Dataset.from_dict({"text": ["One document."]}), args, seed=0)
 
 
-def test_a_streamed_corpus_needs_a_validation_file():
-    args = SimpleNamespace(validation_file=None, validation_split_percentage=20, text_column="text")
-    streamed = Dataset.from_dict({"text": ["a.", "b."]}).to_iterable_dataset()
-    with pytest.raises(ValueError, match=r"a streamed corpus has none\. Pass --validation_file PATH"):
-        split_validation(streamed, args, seed=0)
+@pytest.mark.parametrize(
+    "source,message",
+    [
+        (["--streaming"], r"a streamed corpus has none\. Pass --validation_file PATH instead\.$"),
+        (["--tokenized_dir", "CACHE"], r"which a token cache no longer has: pass --validation_file PATH"),
+    ],
+)
+def test_a_split_that_cannot_be_made_is_refused_before_the_schedule_is_asked_for(source, message, tmp_path):
+    """Without --eval_strategy too: asking for it first sent the user to add it, only to be refused again."""
+    source = [str(tmp_path / "cache") if argument == "CACHE" else argument for argument in source]
+    argv = ["pretrain", "--method", "mlm", "--validation_split_percentage", "5", "--output_dir", str(tmp_path / "out")]
+    with pytest.raises(ValueError, match=message):
+        main([*argv, *source])
+    assert not (tmp_path / "out").exists()  # refused before anything was read or written
 
 
 def test_a_validation_set_too_short_for_one_example_is_named():

@@ -93,6 +93,11 @@ def read_fingerprint(folder: str | Path) -> dict:
     return json.loads(path.read_text())
 
 
+def recorded_block_size(folder: str | Path) -> int | None:
+    """The block size of the cache in `folder`; None where `folder` holds no cache (yet)."""
+    return read_fingerprint(folder)["block_size"] if is_cache(folder) else None
+
+
 def load_cache(folder: str | Path, expected: dict) -> tuple[Dataset, CorpusReport]:
     """The blocks of the cache in `folder` and its corpus report; `CorpusError` naming every difference between the
     cache's fingerprint and `expected` (a run's)."""

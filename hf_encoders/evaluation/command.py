@@ -7,6 +7,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from ..flag_spellings import accept_dashed_spellings
 from .finetune import pooling_of
 from .grid import DEFAULT_LEARNING_RATES, DEFAULT_SEEDS, Protocol, run_grid
 from .report import write_report
@@ -90,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(accept_dashed_spellings(argv, parser))
     if not args.learning_rates or not args.seeds:
         raise ValueError("--learning_rates and --seeds each need at least one value, e.g. --seeds 0,1,2.")
     if args.max_steps < 1 or args.per_device_train_batch_size < 1 or not 0 <= args.warmup_ratio < 1:

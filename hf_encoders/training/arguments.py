@@ -3,7 +3,11 @@
 from dataclasses import dataclass, field
 
 from ..data.masking_units import MASKING_UNITS
+from ..data.token_cache import recorded_block_size
 from ..families import FAMILIES
+
+# Tokens per example when neither --block_size nor a --tokenized_dir cache says.
+DEFAULT_BLOCK_SIZE = 128
 
 # Every recipe's SIZES table, in words (kept equal to them by a test; written out so that --help imports no model).
 SIZES_HELP = "tiny 2 x 64, small 6 x 256, base 12 x 768 (the papers' base models)"
@@ -58,7 +62,10 @@ class PretrainArguments:
     tokenizer_name: str | None = field(
         default=None, metadata={"help": "Tokenizer path; when absent a WordPiece tokenizer is trained on the corpus."}
     )
-    vocab_size: int = field(default=8000, metadata={"help": "Vocabulary size of a tokenizer trained on the spot."})
+    # None, not the default value, when left out: a run that trains no tokenizer refuses any value given.
+    vocab_size: int | None = field(
+        default=None, metadata={"help": "Vocabulary size of a tokenizer trained on the spot (default 8000)."}
+    )
     model_name_or_path: str | None = field(
         default=None,
         metadata={
@@ -74,11 +81,12 @@ class PretrainArguments:
             "encoder, then trained with MLM (the paper's CPT)."
         },
     )
-    model_size: str = field(
-        default="tiny",
+    # None when left out, as vocab_size: a run that continues a checkpoint refuses any size given, tiny included.
+    model_size: str | None = field(
+        default=None,
         metadata={
-            "help": f"Size preset of a model built from scratch, layers x width: {SIZES_HELP}. MAE-LM adds a decoder "
-            "1/3 as deep (at least 1 layer)."
+            "help": f"Size preset of a model built from scratch, layers x width: {SIZES_HELP} (default tiny). MAE-LM "
+            "adds a decoder 1/3 as deep (at least 1 layer)."
         },
     )
     config_overrides: str | None = field(
@@ -87,7 +95,21 @@ class PretrainArguments:
             "help": "Comma-separated config fields overriding the preset, e.g. 'hidden_size=128,num_hidden_layers=4'."
         },
     )
-    block_size: int = field(default=128, metadata={"help": "Tokens per training example."})
+    attn_implementation: str | None = field(
+        default=None,
+        metadata={
+            "help": "The model's attention implementation (from_pretrained's attn_implementation): sdpa (the "
+            "default), eager, flex_attention, or flash_attention_2 for biphasic and a TaCL student whose model has "
+            "it. MAE-LM refuses flash attention: its relative position bias cannot enter flash kernels."
+        },
+    )
+    block_size: int | None = field(
+        default=None,
+        metadata={
+            "help": f"Tokens per training example (default {DEFAULT_BLOCK_SIZE}; with pretrain --tokenized_dir, the "
+            "cache's block size)."
+        },
+    )
     mlm_probability: float | None = field(default=None, metadata={"help": "Masking ratio (default: the method's own)."})
     masking: str = field(
         default="token",
@@ -194,6 +216,9 @@ class PretrainArguments:
     def __post_init__(self):
         if isinstance(self.corpus, list):  # --corpus given more than once
             self.corpus = ",".join(self.corpus)
+        if self.block_size is None:  # a cache's blocks have one size: the run takes it (and refuses another given)
+            from_cache = self.tokenized_dir is not None and recorded_block_size(self.tokenized_dir)
+            self.block_size = from_cache or DEFAULT_BLOCK_SIZE
 
     @property
     def starting_checkpoint(self) -> str | None:

@@ -5,6 +5,8 @@ import difflib
 from transformers import PreTrainedConfig
 
 TRUE, FALSE = ("true", "1", "y", "yes"), ("false", "0", "n", "no")
+# The preset of a model built from scratch without --model_size.
+DEFAULT_MODEL_SIZE = "tiny"
 
 
 def parse_config_overrides(text: str | None, config_class: type[PreTrainedConfig]) -> dict:
@@ -68,8 +70,10 @@ def _typed(value: str) -> int | float | bool | str:
 
 
 def sized_config_kwargs(
-    presets: dict[str, dict], model_size: str, overrides: str | None, config_class: type[PreTrainedConfig]
+    presets: dict[str, dict], model_size: str | None, overrides: str | None, config_class: type[PreTrainedConfig]
 ) -> dict:
+    """The config fields of a model built from scratch: the `model_size` preset (tiny when None) and the overrides."""
+    model_size = model_size or DEFAULT_MODEL_SIZE
     if model_size not in presets:
         raise ValueError(f"Unknown --model_size {model_size!r}; choose one of {', '.join(presets)}.")
     return {**presets[model_size], **parse_config_overrides(overrides, config_class)}

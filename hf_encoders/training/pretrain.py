@@ -73,6 +73,17 @@ def check_pad_token(encoder, tokenizer) -> None:
         )
 
 
+def set_attn_implementation(model, implementation: str | None) -> None:
+    """`--attn_implementation` on the model built or loaded, as from_pretrained's `attn_implementation` sets it (every
+    sub-model included: TaCL's student and teacher). The model refuses one it cannot run, with its reason."""
+    if implementation is None:
+        return
+    try:
+        model.set_attn_implementation(implementation)
+    except ImportError as error:  # a kernel whose package is missing (flash-attn): bad input for this machine
+        raise ValueError(f"--attn_implementation {implementation}: {error}") from error
+
+
 def prefer_aten_random_numbers(training_args: TrainingArguments) -> None:
     """A compiled CPU run draws dropout's random numbers with aten, as eager does: inductor's own CPU kernels draw
     them more slowly (bench/README.md: TaCL's compiled step took 0.545 s with inductor's, 0.500 s with aten's, 0.535 s
@@ -140,11 +151,6 @@ def training_data(recipe, args: PretrainArguments, training_args: TrainingArgume
     """The run's tokenizer, training examples and validation documents: from `--tokenized_dir` (made first if it is
     not a cache yet), or tokenized from `--corpus` (a mixture of sources, if it names several)."""
     if args.tokenized_dir is not None:
-        if args.validation_split_percentage is not None:
-            raise ValueError(
-                "--validation_split_percentage holds out documents of the corpus, which a token cache no longer "
-                "has: pass --validation_file PATH (tokenized with the run's tokenizer) with --tokenized_dir."
-            )
         tokenizer, blocks, report = cached_blocks(recipe, args, training_args)
         _, validation_documents = split_validation(None, args, seed=training_args.seed)
         return TrainingData(tokenizer, blocks, validation_documents, report)
@@ -196,6 +202,7 @@ def build_trainer(
     data = training_data(recipe, args, training_args)
     tokenizer, validation_documents = data.tokenizer, data.validation_documents
     model = recipe.build_model(args, tokenizer)
+    set_attn_implementation(model, args.attn_implementation)
     check_mask_token(model, tokenizer)
     check_pad_token(recipe.encoder(model), tokenizer)
     if getattr(model.config, "pad_token_id", None) is None:  # TaCL's: else Trainer sets it, with a warning

@@ -17,15 +17,18 @@ from transformers import HfArgumentParser, PreTrainedTokenizerBase
 from transformers.utils import logging
 
 from ..data.corpus_report import CorpusReport
+from ..data.errors import CorpusError
 from ..data.mixtures import load_corpus, parse_sources
 from ..data.token_cache import (
     TOKENIZER_FOLDER,
     cache_fingerprint,
     is_cache,
     load_cache,
+    read_fingerprint,
     require_new_folder,
     write_cache,
 )
+from ..families import FAMILIES
 from .arguments import PretrainArguments
 from .recipes import get_recipe
 
@@ -114,6 +117,7 @@ def cached_blocks(recipe, args: PretrainArguments, training_args):
     with training_args.main_process_first(local=False, desc="building the token cache"):
         if training_args.process_index == 0 and not is_cache(folder):
             build_cache(recipe, args, folder, seed=training_args.seed)
+    check_cache_method(recipe, folder)
     if args.tokenizer_name is None and not args.starting_checkpoint:
         args = replace(args, tokenizer_name=str(folder / TOKENIZER_FOLDER))
     # Named or saved with the cache or checkpoint, the tokenizer is loaded, never trained: there are no documents.
@@ -125,6 +129,20 @@ def cached_blocks(recipe, args: PretrainArguments, training_args):
             f"({','.join(f'{source.name}:{source.weight:g}' for source in report.sources)}); training on the cache."
         )
     return tokenizer, blocks, report
+
+
+def check_cache_method(recipe, folder: Path) -> None:
+    """Refuse a cache laid out for other methods, saying so: its tokenizer differs too (biphasic's adds BOS and EOS),
+    but that follows from the method, and the fix is a cache made for this one."""
+    packing = read_fingerprint(folder)["packing"]
+    if packing.startswith(recipe.packing_style):  # --pack_documents adds to the style; load_cache compares it whole
+        return
+    makers = [name for name in FAMILIES if packing.startswith(get_recipe(name).packing_style)]
+    raise CorpusError(
+        f"--tokenized_dir {folder} holds {packing}, made for --method {' or '.join(makers) or 'another method'}; "
+        f"--method {recipe.name} trains on {recipe.packing_style}. Make a cache for it: pass a new --tokenized_dir "
+        f"folder, which pretrain fills from the corpus first, or run hf-encoders tokenize --method {recipe.name}."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

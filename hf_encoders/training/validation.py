@@ -15,7 +15,8 @@ from ..data.sentences import split_sentences
 
 
 def check_validation_arguments(args, training_args) -> None:
-    """Refuse a validation set nobody evaluates, and an evaluation schedule without a validation set."""
+    """Refuse a validation set that cannot be made, one nobody evaluates, and an evaluation schedule without a
+    validation set; a set that cannot be made first, since no schedule would mend it."""
     if args.validation_split_percentage is not None and args.validation_file is not None:
         raise ValueError("Pass one validation set: --validation_split_percentage or --validation_file, not both.")
     percentage = args.validation_split_percentage
@@ -23,6 +24,16 @@ def check_validation_arguments(args, training_args) -> None:
         raise ValueError(
             f"--validation_split_percentage {percentage:g} is outside (0, 50]: it is the share of the corpus's "
             "documents held out for validation, e.g. 5."
+        )
+    if percentage is not None and args.streaming:
+        raise ValueError(
+            "--validation_split_percentage holds out a share of a corpus of known size; a streamed corpus has "
+            "none. Pass --validation_file PATH instead."
+        )
+    if percentage is not None and args.tokenized_dir is not None:
+        raise ValueError(
+            "--validation_split_percentage holds out documents of the corpus, which a token cache no longer has: "
+            "pass --validation_file PATH (tokenized with the run's tokenizer) with --tokenized_dir."
         )
     has_validation = percentage is not None or args.validation_file is not None
     evaluates = evaluates_during_training(training_args)
@@ -82,16 +93,12 @@ def split_validation(
     documents: Dataset | IterableDataset, args, seed: int
 ) -> tuple[Dataset | IterableDataset, Dataset | IterableDataset | None]:
     """(training documents, validation documents or None) as `--validation_file` or `--validation_split_percentage`
-    ask: the held-out documents are drawn with `seed`, so every process of a run holds out the same ones."""
+    ask: the held-out documents are drawn with `seed`, so every process of a run holds out the same ones. A split
+    needs documents of known number (`check_validation_arguments` refuses it on a stream or a cache)."""
     if args.validation_file is not None:
         return documents, load_documents(args.validation_file, text_column=args.text_column)
     if args.validation_split_percentage is None:
         return documents, None
-    if not isinstance(documents, Dataset):
-        raise ValueError(
-            "--validation_split_percentage holds out a share of a corpus of known size; a streamed corpus has "
-            "none. Pass --validation_file PATH instead."
-        )
     count = len(documents)
     held_out = int(np.ceil(count * args.validation_split_percentage / 100))
     if held_out >= count:

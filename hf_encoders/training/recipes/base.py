@@ -29,6 +29,7 @@ COMMON_OPTIONS = (
     "max_documents",
     "tokenizer_name",
     "model_name_or_path",
+    "attn_implementation",
     "block_size",
     "mlm_probability",
     "masking",
@@ -85,7 +86,8 @@ class Recipe:
         if args.tokenizer_name is None and args.model_name_or_path is not None:
             fix = "Pass the folder of a checkpoint saved with its tokenizer, or --tokenizer_name."
             return load_tokenizer(args.model_name_or_path, fix=fix)
-        return load_or_train_tokenizer(args.tokenizer_name, documents["text"], vocab_size=args.vocab_size)
+        trained = {} if args.vocab_size is None else {"vocab_size": args.vocab_size}  # else train_wordpiece_tokenizer's
+        return load_or_train_tokenizer(args.tokenizer_name, documents["text"], **trained)
 
     def build_dataset(self, args, tokenizer: PreTrainedTokenizerBase, documents: Dataset) -> Dataset:
         raise NotImplementedError
