@@ -46,11 +46,21 @@ def test_skipped_rows_are_dropped_and_counted_once(tmp_path, streaming):
 
 
 @pytest.mark.parametrize("streaming", [False, True])
-def test_nothing_left_after_skipping_is_the_empty_corpus_error(tmp_path, streaming):
-    path = tmp_path / "corpus.jsonl"
-    path.write_text('{"text": 1}\n{"body": "x"}\n', encoding="utf-8")
-    with pytest.raises(CorpusError, match=r"corpus.jsonl: no non-blank document"):
-        load_documents(path, streaming=streaming, skip_bad_rows=True)
+def test_nothing_left_after_skipping_says_how_many_rows_were_bad_and_why(tmp_path, streaming):
+    """Not the empty-file error: the source's own count and first reason, though the corpus's tally (a mixture's,
+    its other source's bad row first) gets every row."""
+    skipped = SkippedRows()
+    load_documents(corpus_with(tmp_path, BAD["null text"][0]), streaming=streaming, skip_bad_rows=True, skipped=skipped)
+    path = tmp_path / "all_bad.jsonl"
+    path.write_text('{"text": 1}\n\n{"body": "x"}\n', encoding="utf-8")
+    reason = f"{path}:1: field 'text' holds a JSON number, not a string"
+    message = rf"{path}: no document left after skipping 2 bad rows \(--skip_bad_rows\); the first: {reason}\. Fix"
+    with pytest.raises(CorpusError, match=message):
+        load_documents(path, streaming=streaming, skip_bad_rows=True, skipped=skipped)
+    assert skipped.locations == {f"{tmp_path / 'corpus.jsonl'}:4", f"{path}:1", f"{path}:3"}
+    (tmp_path / "blank.jsonl").write_text('{"text": "  "}\n', encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"blank.jsonl: no non-blank document; the corpus is empty or whitespace"):
+        load_documents(tmp_path / "blank.jsonl", streaming=streaming, skip_bad_rows=True)
 
 
 def test_an_edited_file_is_read_again_not_from_the_datasets_cache(tmp_path):

@@ -8,6 +8,7 @@ import statistics
 import warnings
 
 import pytest
+from scipy import stats
 
 from hf_encoders.evaluation import grid
 from hf_encoders.evaluation.grid import RESULTS_FILE, Protocol, read_results, run_grid
@@ -167,3 +168,29 @@ def test_seeds_that_agree_have_an_interval_of_their_mean():
         warnings.simplefilter("error")  # scipy warns (and returns nan) for a zero scale
         assert cell.confidence_interval == (50.0, 50.0)
         assert format_score(cell) == "50.00 ± 0.00 (50.00–50.00)"
+
+
+def two_seed_cell(scores: list[float]) -> Cell:
+    return Cell("a", "sc:topic", "accuracy", {2e-5: scores}, 2e-5, "test", scores)
+
+
+def student_t_interval(scores: list[float]) -> tuple[float, float]:
+    half_width = stats.t.ppf(0.975, len(scores) - 1) * statistics.stdev(scores) / math.sqrt(len(scores))
+    return statistics.fmean(scores) - half_width, statistics.fmean(scores) + half_width
+
+
+@pytest.mark.parametrize("scores", [[95.0, 100.0], [2.0, 0.0]])
+def test_an_interval_beyond_the_score_range_is_shown_clipped_and_kept_whole_in_the_summary(scores):
+    low, high = student_t_interval(scores)
+    assert low < 0 or high > 100  # two seeds' t(0.975, 1) = 12.7 reaches past the range
+    cell = two_seed_cell(scores)
+    assert cell.confidence_interval == pytest.approx((low, high))
+    shown = f"{statistics.fmean(scores):.2f} ± {statistics.stdev(scores):.2f} ({max(low, 0):.2f}–{min(high, 100):.2f})"
+    assert format_score(cell) == shown and ("(0.00–" in shown or "–100.00)" in shown)
+
+
+def test_a_small_spread_shows_its_first_significant_digit_in_every_number():
+    scores = [50.0, 50.004]  # std 0.0028, which two decimals round to 0.00 beside an interval 0.05 wide
+    low, high = student_t_interval(scores)
+    shown = f"50.002 ± {statistics.stdev(scores):.3f} ({low:.3f}–{high:.3f})"
+    assert format_score(two_seed_cell(scores)) == shown and " ± 0.003 " in shown

@@ -259,3 +259,14 @@ def test_a_streamed_checkpoint_without_its_position_is_replayed_with_a_warning(b
     assert f"{checkpoint} holds no stream position (stream_state_0.json)" in caplog.text
     assert got.collated == expected.collated  # the skipped batches were collated again
     assert_same_batches(got.trained, expected.trained[SAVE_STEPS * 2 :])
+
+
+def test_a_streamed_run_makes_its_loaders_without_torchdata_deprecation_warnings(bert_init, tmp_path, recwarn):
+    """torchdata's StatefulDataLoader calls torch's deprecated set_vital: a warning on every streamed run, silenced."""
+    args = method_arguments("mae_lm", bert_init, streaming=True)
+    build_trainer(args, training_arguments(tmp_path / "a", max_steps=SAVE_STEPS)).train()
+    checkpoint = str(tmp_path / "a" / f"checkpoint-{SAVE_STEPS}")
+    stream_state_file(checkpoint, rank=0).unlink()  # resumed by Trainer's replay, which makes another loader
+    continued = build_trainer(args, training_arguments(tmp_path / "a"), resume_from_checkpoint=checkpoint)
+    continued.train(resume_from_checkpoint=checkpoint)
+    assert not [str(warning.message) for warning in recwarn if "set_vital" in str(warning.message)]

@@ -173,3 +173,15 @@ def test_a_validation_share_needs_documents_which_a_cache_has_not(cache, tmp_pat
     argv = pretrain_argv(tmp_path / "out", "--tokenized_dir", str(cache), "--block_size", "32")
     with pytest.raises(ValueError, match=r"--validation_split_percentage holds out documents .* --validation_file"):
         main([*argv, "--validation_split_percentage", "10", "--eval_strategy", "steps", "--eval_steps", "1"])
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_single_source_cache_records_its_rows_and_characters(tmp_path, streaming):
+    texts = [f"Document {i} about one source, {'and more ' * i}words." for i in range(30)]
+    corpus = tmp_path / "one.jsonl"
+    corpus.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts), encoding="utf-8")
+    # the tokenizer is trained on the corpus: a stream is read twice, and counted once
+    argv = ["tokenize", "--method", "mlm", "--corpus", str(corpus), "--vocab_size", "200", "--block_size", "32"]
+    assert main([*argv, *(["--streaming"] if streaming else []), "--output_dir", str(tmp_path / "cache")]) == 0
+    recorded = json.loads((tmp_path / "cache" / FINGERPRINT_FILE).read_text())["corpus"]
+    assert (recorded["rows"], recorded["sizes"], recorded["unit"]) == ([30], [sum(map(len, texts))], "characters")

@@ -85,7 +85,7 @@ def test_the_logged_terms_are_the_model_forwards(method, tmp_path):
     if method == "biphasic":  # the model's output has no terms; the log names the objective it ran with
         expected["eval_mlm_loss"] = expected["eval_loss"]
     assert {name: logged[name] for name in expected} == pytest.approx(expected, rel=1e-5)
-    language_modelling = expected["eval_mlm_loss" if method == "tacl" else "eval_loss"]
+    language_modelling = expected["eval_loss" if method == "mae_lm" else "eval_mlm_loss"]
     assert logged["eval_perplexity"] == pytest.approx(math.exp(language_modelling), rel=1e-5)
 
 

@@ -41,6 +41,9 @@ def test_every_method_logs_a_validation_loss_per_objective_and_a_perplexity(meth
             total = sum(entry[term] for term in EVAL_TERMS["tacl"])
             assert total == pytest.approx(entry["eval_loss"], rel=1e-5)
             assert entry["eval_perplexity"] == pytest.approx(math.exp(entry["eval_mlm_loss"]))
+        elif method == "biphasic":  # the masked-LM perplexity, of the MLM phase only; the CLM phase's is a causal LM's
+            masked_lm = entry.get("eval_mlm_loss")
+            assert entry.get("eval_perplexity") == (None if masked_lm is None else pytest.approx(math.exp(masked_lm)))
         else:
             assert entry["eval_perplexity"] == pytest.approx(math.exp(entry["eval_loss"]))
     if method == "biphasic":  # the objective each evaluation ran with: CLM in the first half, MLM after

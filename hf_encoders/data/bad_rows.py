@@ -33,16 +33,19 @@ SKIP_HINT = "fix or delete that line, or pass --skip_bad_rows (skip_bad_rows=Tru
 
 class SkippedRows:
     """Where the skipped rows were ("file:line"), each once however often a stream is read again, and how many a
-    token cache's corpus had (`recorded`)."""
+    token cache's corpus had (`recorded`). A source's own tally can pass each row on to the whole corpus's (`also`)."""
 
-    def __init__(self):
+    def __init__(self, also: "SkippedRows | None" = None):
         self.locations: set[str] = set()
         self.first_reason: str | None = None
         self.recorded = 0
+        self.also = also
 
     def add(self, reason: str) -> None:
         self.first_reason = self.first_reason or reason
         self.locations.add(reason.split(": ", 1)[0])
+        if self.also is not None:
+            self.also.add(reason)
 
     def __len__(self) -> int:
         return len(self.locations) + self.recorded

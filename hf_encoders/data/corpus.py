@@ -51,6 +51,7 @@ def load_documents(
             non-blank document, has a malformed JSON Lines row (naming its file and line) and `skip_bad_rows` is
             off, or is a name that cannot be loaded (offline, say).
     """
+    source_skipped = SkippedRows(also=skipped)  # this source's, for the empty-corpus error; a mixture's is `skipped`
     if source is None or source == EMBEDDED:
         documents = Dataset.from_dict({"text": embedded_documents()})
         return documents.to_iterable_dataset() if streaming else documents
@@ -67,7 +68,7 @@ def load_documents(
             )
         raw = _load_files(files, builder, streaming, text_column)
         if "bad_row" in (raw.column_names or ()):  # JSON Lines, read line by line: the text is in "text"
-            raw, text_column = check_bad_rows(raw, skip_bad_rows, skipped), "text"
+            raw, text_column = check_bad_rows(raw, skip_bad_rows, source_skipped), "text"
     elif path.suffix in BUILDERS:
         raise CorpusError(f"{path}: file does not exist; check the path (relative paths start at {Path.cwd()}).")
     else:
@@ -76,7 +77,7 @@ def load_documents(
     is_plain_text = builder == "text"
     documents = _only_text_column(raw, "text" if is_plain_text else text_column, source)
     documents = _clean(documents, split_on_blank_lines=is_plain_text)
-    _require_a_document(documents, source)
+    _require_a_document(documents, source, source_skipped)
     return documents
 
 
@@ -177,8 +178,13 @@ def _clean_batch(batch: dict[str, list], split_on_blank_lines: bool) -> dict[str
     return {"text": [text for text in stripped if text]}
 
 
-def _require_a_document(documents: Dataset | IterableDataset, source: str | Path) -> None:
+def _require_a_document(documents: Dataset | IterableDataset, source: str | Path, skipped: SkippedRows) -> None:
     is_empty = len(documents) == 0 if isinstance(documents, Dataset) else next(iter(documents), None) is None
+    if is_empty and len(skipped):  # not an empty file: every row was bad
+        raise CorpusError(
+            f"{source}: no document left after skipping {len(skipped):,} bad rows (--skip_bad_rows); the first: "
+            f"{skipped.first_reason}. Fix those rows."
+        )
     if is_empty:
         raise CorpusError(
             f"{source}: no non-blank document; the corpus is empty or whitespace only. "

@@ -7,8 +7,8 @@ out first starting again. So no source is cut short, and the weights hold for th
 sources smaller than their share (the usual meaning of mixture weights); "first_exhausted" would instead end the
 mixture, and drop the rest of every other source, as soon as the smallest one runs out.
 
-What each source contributed is counted from a "source" column added before interleaving: exactly for a `Dataset`,
-as rows are read for a stream (`SourceShares`).
+What each source contributed (a single source's rows and size too) is counted from a "source" column added before
+interleaving: exactly for a `Dataset`, as rows are read for a stream (`SourceShares`).
 """
 
 import math
@@ -86,6 +86,11 @@ class SourceShares:
         # datasets copies a stream's pipeline when iterating it; every copy in this process adds to one tally.
         return self
 
+    def forget(self) -> None:
+        """Count afresh: a stream read again (after a tokenizer was trained on it) would be counted twice."""
+        self.rows.clear()
+        self.sizes.clear()
+
     def count_batch(self, batch: dict[str, list]) -> dict[str, list]:
         self.unit = "tokens" if "input_ids" in batch else "characters"
         sizes = batch["input_ids"] if "input_ids" in batch else batch["text"]
@@ -127,11 +132,16 @@ def mix(parts: list[Dataset | IterableDataset], shares: SourceShares, seed: int)
         seed=seed,
         stopping_strategy=STOPPING_STRATEGY,
     )
-    if isinstance(mixed, Dataset):
-        shares.count_dataset(mixed)
+    return _counted(mixed, shares)
+
+
+def _counted(documents: Dataset | IterableDataset, shares: SourceShares) -> Dataset | IterableDataset:
+    """`documents` (with their "source" column) counted into `shares`, that column removed."""
+    if isinstance(documents, Dataset):
+        shares.count_dataset(documents)
     else:
-        mixed = mixed.map(shares.count_batch, batched=True)
-    return mixed.remove_columns("source")
+        documents = documents.map(shares.count_batch, batched=True)
+    return documents.remove_columns("source")
 
 
 def _with_source(part: Dataset | IterableDataset, index: int) -> Dataset | IterableDataset:
@@ -141,6 +151,7 @@ def _with_source(part: Dataset | IterableDataset, index: int) -> Dataset | Itera
 
 
 def load_corpus(shares: SourceShares, seed: int, **options) -> Dataset | IterableDataset:
-    """The documents of `shares.sources` (`load_documents(source, **options)` each), mixed if there are several."""
+    """The documents of `shares.sources` (`load_documents(source, **options)` each), mixed if there are several;
+    what each source contributed is counted into `shares` (a single source too, so a cache records its size)."""
     parts = [load_documents(source.name, **options) for source in shares.sources]
-    return parts[0] if len(parts) == 1 else mix(parts, shares, seed)
+    return _counted(_with_source(parts[0], 0), shares) if len(parts) == 1 else mix(parts, shares, seed)

@@ -3,6 +3,7 @@ at that rate (REPORT.md, results.json), and the seeds of every rate as a strip p
 paper 004 studies)."""
 
 import json
+import math
 import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from .tasks import MAIN_METRIC
 # Every score is reported on 0-100, as paper 004 reports them; the SQuAD metrics already are (as the official script).
 ALREADY_PERCENT = {"qa"}
 SCALE_NOTE = "Scores are on 0-100 (accuracy, entity F1, SQuAD F1 and nDCG@10 in percent, as paper 004 reports them)."
+SCORE_RANGE = (0.0, 100.0)
 
 
 @dataclass
@@ -114,7 +116,8 @@ def comparison_table(cells: list[Cell], names: dict[str, str], tasks: list[str])
     note = (
         "Mean ± standard deviation over seeds (n/a for one seed) and, in brackets, the 95% confidence interval of the "
         "mean over the seeds (Student t), at the learning rate with the best validation mean; on the test split "
-        f"where the task has one, else on validation (marked *). {SCALE_NOTE}"
+        f"where the task has one, else on validation (marked *). {SCALE_NOTE} An interval is shown clipped to that "
+        "range (with few seeds Student t's reaches beyond it; results.json keeps its unclipped bounds)."
     )
     return [*lines, "", note]
 
@@ -124,12 +127,15 @@ def by_key_first(cells: list[Cell], task: str) -> Cell:
 
 
 def format_score(cell: Cell) -> str:
-    spread = (
-        "n/a"
-        if cell.std is None
-        else f"{cell.std:.2f} ({cell.confidence_interval[0]:.2f}–{cell.confidence_interval[1]:.2f})"
-    )
-    return f"{cell.mean:.2f} ± {spread}" + ("*" if cell.reported_split == "validation" else "")
+    """'mean ± std (low–high)', the interval clipped to the scores' range, every number with the decimals that show
+    the std's first significant digit (at least 2), so a non-zero spread never reads 0.00."""
+    marker = "*" if cell.reported_split == "validation" else ""
+    if cell.std is None:
+        return f"{cell.mean:.2f} ± n/a{marker}"
+    decimals = 2 if cell.std == 0 else max(2, -math.floor(math.log10(cell.std)))
+    low, high = (min(max(bound, SCORE_RANGE[0]), SCORE_RANGE[1]) for bound in cell.confidence_interval)
+    numbers = [f"{number:.{decimals}f}" for number in (cell.mean, cell.std, low, high)]
+    return "{} ± {} ({}–{})".format(*numbers) + marker
 
 
 def detail_table(cells: list[Cell], names: dict[str, str]) -> list[str]:

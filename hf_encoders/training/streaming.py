@@ -14,6 +14,8 @@ at the next block. Masks are a function of (seed, epoch, batch) (data/reproducib
 """
 
 import json
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import datasets
@@ -41,6 +43,17 @@ def stream_for_this_rank(documents: datasets.IterableDataset, training_args) -> 
 
 def stream_state_file(checkpoint: str | Path, rank: int) -> Path:
     return Path(checkpoint) / STREAM_STATE_FILE.format(rank=rank)
+
+
+@contextmanager
+def stateful_loaders_made_quietly():
+    """torchdata's `StatefulDataLoader()` (0.11, its latest release) calls `torch.set_vital`, which torch deprecated
+    (a no-op since TorchVitals left it; meta-pytorch/data#1536), so every loader made warned "'set_vital' is
+    deprecated, please do not call": nothing a user can act on, and no call of ours to change. Only that warning,
+    from torchdata, is silenced."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="'set_vital' is deprecated", module=r"torchdata\.")
+        yield
 
 
 class StreamingPretrainingTrainer(PretrainingTrainer):
@@ -92,15 +105,16 @@ class StreamingPretrainingTrainer(PretrainingTrainer):
             # shift every later random number (dropout) from the uninterrupted run's.
             generator=torch.Generator().manual_seed(self.args.seed),
         )
-        self.stream_loader = prepare_data_loader(
-            loader,
-            self.args.device,
-            num_processes=1,
-            process_index=0,
-            dispatch_batches=False,
-            non_blocking=self.accelerator.non_blocking,
-            use_stateful_dataloader=True,
-        )
+        with stateful_loaders_made_quietly():
+            self.stream_loader = prepare_data_loader(
+                loader,
+                self.args.device,
+                num_processes=1,
+                process_index=0,
+                dispatch_batches=False,
+                non_blocking=self.accelerator.non_blocking,
+                use_stateful_dataloader=True,
+            )
         return self.stream_loader
 
     def _init_training_state(self, *args, **kwargs) -> tuple[int, int]:

@@ -102,6 +102,8 @@ def build_cache(recipe, args: PretrainArguments, folder: Path, seed: int) -> Cor
     require_new_folder(folder)  # before the corpus is tokenized, not after
     documents, report = run_documents(args, seed)
     tokenizer = recipe.build_tokenizer(args, documents)
+    if isinstance(documents, IterableDataset):
+        report.shares.forget()  # what training the tokenizer read; the blocks are made from a new read
     recipe.check_tokenizer(args, tokenizer)
     blocks = recipe.build_dataset(args, tokenizer, documents)
     written = write_cache(folder, blocks, tokenizer, run_fingerprint(recipe, args, tokenizer), report)

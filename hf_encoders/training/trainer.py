@@ -22,7 +22,8 @@ class PretrainingTrainer(Trainer):
       (default): every `*_loss` field the model's output has. Under DDP the means are averaged over ranks, as Trainer
       averages `loss`, so the terms still add up to it.
     * `perplexity_loss`: the evaluation log's language-modelling loss, whose exp is `eval_perplexity` (`eval_loss`;
-      TaCL's `eval_mlm_loss`, as its `eval_loss` adds the contrastive and NSP terms).
+      TaCL's `eval_mlm_loss`, as its `eval_loss` adds the contrastive and NSP terms; biphasic's `eval_mlm_loss`, so
+      an evaluation in its CLM phase logs no masked-LM perplexity).
     * `peak_tflops`: the device's dense peak for `mfu` (`measures.Throughput`); known GPUs' by default.
     * `eval_data_collator`: the collator of evaluations, whose masks do not move with the training epoch, so the
       validation curve compares like with like.
@@ -88,11 +89,11 @@ class PretrainingTrainer(Trainer):
             logs.update(self.training_terms.pop(world_size))
         if "eval_loss" in logs:
             logs.update(self.evaluation_terms.pop(world_size, prefix="eval_"))
-        if self.perplexity_loss in logs:
-            logs["eval_perplexity"] = perplexity(logs[self.perplexity_loss])
         for callback in self.callback_handler.callbacks:
             if hasattr(callback, "measures_for_log"):
                 logs.update(callback.measures_for_log(self.state, logs))
+        if self.perplexity_loss in logs:  # after the callbacks: the phase schedule names biphasic's eval_mlm_loss
+            logs["eval_perplexity"] = perplexity(logs[self.perplexity_loss])
         if self.throughput is not None:  # last: it sets the probe's time (`diagnostics_runtime`) aside
             logs.update(self.throughput.pop(logs, self.args.device, world_size))
         super().log(logs, start_time)

@@ -36,6 +36,8 @@ class BiphasicRecipe(Recipe):
     config_class = BiphasicConfig
     packing_style = "Llama-style blocks (documents started by BOS and ended by EOS)"
     options = (*Recipe.options, "from_causal_lm", "pack_documents", "phases")
+    # Perplexity is the masked-LM one: a CLM-phase evaluation (eval_loss = eval_clm_loss, a causal LM's) logs none.
+    perplexity_loss = "eval_mlm_loss"
 
     def check_arguments(self, args) -> None:
         if args.from_causal_lm and args.model_name_or_path:
