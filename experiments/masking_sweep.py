@@ -1,7 +1,7 @@
 """U: the masking unit (token vs whole word vs SpanBERT span) for MLM and MAE-LM, fine-tuned on TC and QA.
 
     python experiments/masking_sweep.py --corpus /usr/share/doc/python3.11/html/_sources --output-dir runs/b1_s0 \
-        --steps 1500 --seeds 3
+        --steps 1500 --mae-lm-steps 400 --seeds 3
 
 SpanBERT reports its gains on span-level tasks (QA, and entity tagging), so the arms are fine-tuned on those two of
 the experiments' tasks. The MLM arms are B1's MLM-only arm (experiments/reproduce.py: the biphasic architecture in the
@@ -33,7 +33,7 @@ def masking_arm(runner: Runner, method: str, masking: str):
     return runner.pretrain(
         name, "--method", "mae_lm", "--masking", masking, *tokenizer(runner),
         "--model_size", "small", "--config_overrides", f"{SCRATCH_LAYERS},decoder_num_hidden_layers=2",
-        steps=runner.settings.steps, learning_rate=runner.settings.mae_lm_learning_rate,
+        steps=runner.settings.mae_lm_steps or runner.settings.steps, learning_rate=runner.settings.mae_lm_learning_rate,
     )  # fmt: skip
 
 
@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     parser.description = __doc__.splitlines()[0]
     parser.add_argument("--mae-lm-learning-rate", type=float, default=3e-4)
+    parser.add_argument(
+        "--mae-lm-steps", type=int, help="the MAE-LM arms' steps (default --steps): M's 400 show its plateau for less"
+    )
     parser.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per arm and task")
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ", ".join(METHODS))
     settings = parser.parse_args(argv)

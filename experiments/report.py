@@ -780,7 +780,9 @@ def u_masking(root: Path, figures: Path):
         "above token's on TC and on QA. Scores: mean and 95% interval over the fine-tuning seeds, one learning rate "
         "(3e-4).",
         "",
-        *markdown_table(["method", "masking", "validation loss (unigram − loss)", *DIAGNOSTICS, *U_KINDS], rows),
+        *markdown_table(
+            ["method", "masking", "steps", "validation loss (unigram − loss)", *DIAGNOSTICS, *U_KINDS], rows
+        ),
         "",
     ]
     return row, section
@@ -795,6 +797,7 @@ def masking_row(root: Path, method: str, unit: str, losses: list[float], entropy
     return [
         method,
         unit,
+        trained_steps(root, MASKING_RUNS[method][unit]),
         ", ".join(f"{loss:.3f} ({entropy - loss:+.2f})" for loss in losses),
         *(
             [f"{diagnostics['self_similarity'][-1]:.3f}", diagnostics["effective_rank"][-1]]

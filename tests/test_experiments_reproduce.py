@@ -331,8 +331,6 @@ def test_the_masking_sweep_compares_span_with_token_masking_and_lists_mae_lm_on_
         "tc: token 40.5, whole_word 42.5, span 45.5; qa: token 40.5, whole_word 42.5, span 45.5 | reproduced |" in row
     )
     low, high = scipy.stats.t.interval(0.95, 1, loc=45.5, scale=scipy.stats.sem([45, 46]))
-    span = (
-        f"| biphasic | span | 5.000 (+1.00) | 0.500 | 7 | 45.5 [{low:.1f}, {high:.1f}] | 45.5 [{low:.1f}, {high:.1f}] |"
-    )
+    span = f"| biphasic | span | 20 | 5.000 (+1.00) | 0.500 | 7 | 45.5 [{low:.1f}, {high:.1f}] | 45.5 [{low:.1f}, {high:.1f}] |"
     assert span in section
-    assert "| mae_lm | whole_word | 6.100 (-0.10) | 0.500 | 7 |  |  |" in section
+    assert "| mae_lm | whole_word | 20 | 6.100 (-0.10) | 0.500 | 7 |  |  |" in section
