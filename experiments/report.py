@@ -32,7 +32,7 @@ def write_report(root: Path, here: Path, timings: dict, settings, seeds: dict[st
     for claim in (t1, m1, m2, m_pretrained, b1, b2, u_masking):
         result = claim(root, figures)
         if result is None and (result := carried_over(previous, claim.__name__)) is not None:
-            carried.append(claim.__name__)
+            carried += CLAIM_BLOCKS[claim.__name__][0]
         if result is None:
             continue
         row, section = result
@@ -48,7 +48,7 @@ def write_report(root: Path, here: Path, timings: dict, settings, seeds: dict[st
         *(
             [
                 f"- Carried over unchanged from the previous report, whose runs are not in {root}: "
-                f"{', '.join(carried)}. Their set-up is the one stated in their sections and in What we found."
+                f"{'; '.join(carried)}. They ran in an earlier set-up, which What we found states."
             ]
             if carried
             else []
@@ -103,7 +103,8 @@ def folders_of(root: Path) -> list[Path]:
 
 def data_root(root: Path) -> Path:
     """The folder with the corpus and the from-scratch tokenizer: `root`, or its first seed folder (runs/b1_s0)."""
-    return next((folder for folder in folders_of(root) if (folder / "corpus.jsonl").exists()), root)
+    folders = [folder for folder in folders_of(root) if (folder / "corpus.jsonl").exists()]
+    return next((folder for folder in folders if (folder / "tokenizer").exists()), folders[0] if folders else root)
 
 
 @functools.cache
