@@ -13,8 +13,9 @@ the arms (`reproduce.py --only report`).
 """
 
 import sys
+from pathlib import Path
 
-from report import MASKING_RUNS, on_unigram_plateau
+from report import MASKING_RUNS, TOKEN_EVAL_SUFFIX, on_unigram_plateau
 from report import U_KINDS as KINDS
 from reproduce import SCRATCH_LAYERS, Runner, biphasic_arm, build_parser, prepare, tokenizer
 
@@ -37,12 +38,26 @@ def masking_arm(runner: Runner, method: str, masking: str):
     )  # fmt: skip
 
 
+def token_masked_validation(runner: Runner, unit: str, model: Path) -> Path:
+    """A biphasic arm's held-out MLM loss under token masking: each unit's own validation loss answers a different
+    question (40% of tokens in spans are harder to predict than 40% scattered), this one the same for every unit. One
+    step at a learning rate of 0 moves no weight, then evaluates the held-out documents and masks of B1's token arm
+    (the same --seed draws both)."""
+    return runner.pretrain(
+        f"{MASKING_RUNS['biphasic'][unit]}{TOKEN_EVAL_SUFFIX}", "--method", "biphasic", "--model_name_or_path",
+        str(model), "--phases", "mlm:1.0", steps=1, learning_rate=0.0,
+    )  # fmt: skip
+
+
 def masking_sweep(runner: Runner, methods: list[str]) -> None:
     """Pre-train, analyse and fine-tune every (method, unit) arm; REPORT.md's U section reads them."""
     for method in methods:
         models = {f"{method}_{unit}": masking_arm(runner, method, unit) for unit in MASKING_UNITS}
         runner.analyze(f"u_{method}", models)
-        if on_unigram_plateau(runner.root, [path.name for path in models.values()]):
+        validated = models.values()
+        if method == "biphasic":  # judged on the same task for every unit
+            validated = [token_masked_validation(runner, unit, models[f"biphasic_{unit}"]) for unit in MASKING_UNITS]
+        if on_unigram_plateau(runner.root, [path.name for path in validated]):
             print(f"{method}: on the unigram plateau at this budget; not fine-tuned (REPORT.md, M).")
             continue
         seeds = runner.settings.seeds

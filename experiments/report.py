@@ -730,6 +730,8 @@ MASKING_RUNS = {
     "mae_lm": {unit: f"u_mae_lm_{unit}" for unit in ("token", "whole_word", "span")},
 }
 U_KINDS = ["tc", "qa"]
+# The run that measures a biphasic arm's held-out loss under token masking is named after the arm with this suffix.
+TOKEN_EVAL_SUFFIX = "_token_eval"
 
 
 def u_masking(root: Path, figures: Path):
@@ -742,17 +744,15 @@ def u_masking(root: Path, figures: Path):
     evaluated = [folder for folder in roots if (folder / "evaluate" / "u_biphasic" / "results.json").exists()]
     cells = pooled_cells(evaluated, "u_biphasic", units) if evaluated else {}
     losses = {
-        (method, unit): [
-            final_eval_loss(folder, run)
-            for folder in roots
-            if (folder / "pretrain" / run / "log_history.json").exists()
-        ]
+        (method, unit): finished_losses(roots, run)
         for method, runs in MASKING_RUNS.items()
         for unit, run in runs.items()
     }
+    # Each unit's own validation loss answers a different question; under token masking it is the same for every unit.
+    token_losses = {unit: finished_losses(roots, run + TOKEN_EVAL_SUFFIX) for run, unit in units.items()}
     if cells:
         span_wins = [kind for kind in U_KINDS if cells["span", kind].mean > cells["token", kind].mean]
-        compared = {f"biphasic {unit}": losses["biphasic", unit] for unit in units.values()}
+        compared = {f"biphasic {unit}": token_losses[unit] for unit in units.values()}
         verdict = learned_or_void(compared, entropy) or VERDICTS[len(span_wins)]
         numbers = "; ".join(
             f"{kind}: " + ", ".join(f"{unit} {cells[unit, kind].mean:.1f}" for unit in units.values())
@@ -764,25 +764,39 @@ def u_masking(root: Path, figures: Path):
         "| U | SpanBERT (the textbook's §11.5): masking spans of words rather than single tokens helps span-level "
         f"tasks (QA, tagging) | MLM (biphasic, off the plateau), test means {numbers} | {verdict} |"
     )
-    rows = [
-        masking_row(roots[0], method, unit, losses[method, unit], entropy, cells if method == "biphasic" else {})
-        for method, runs in MASKING_RUNS.items()
-        for unit in runs
-        if losses[method, unit]
-    ]
+    rows = []
+    for method, runs in MASKING_RUNS.items():
+        mlm = method == "biphasic"  # the arms with token-masked losses and fine-tuning scores
+        for unit in runs:
+            if losses[method, unit]:
+                unit_token_losses, unit_cells = (token_losses[unit], cells) if mlm else ([], {})
+                rows.append(
+                    masking_row(roots[0], method, unit, losses[method, unit], unit_token_losses, entropy, unit_cells)
+                )
     section = [
         "## U — the masking unit: token, whole word, span",
         "",
         "`--masking` is the only difference within a method. MLM is B1's MLM-only biphasic arm (40% masking, the "
         "off-plateau setting), so its token row is B1's run; MAE-LM is M's from-scratch setting with δ = 0 (15%), "
         "fine-tuned only off the unigram plateau. Span: Geometric(0.2) words, at most 10, the ratio met in tokens. "
-        "Verdict rule: void unless every MLM arm's validation loss is at least "
+        "Each arm's validation loss is under its own masking; MLM's also under token masking (its arm's weights, B1's "
+        "held-out masks), the same task for every unit. Verdict rule: void unless every MLM arm's validation loss "
+        "under token masking is at least "
         f"{LEARNING_MARGIN} nats below the unigram entropy ({entropy:.2f}); then one point each for span's test mean "
         "above token's on TC and on QA. Scores: mean and 95% interval over the fine-tuning seeds, one learning rate "
         "(3e-4).",
         "",
         *markdown_table(
-            ["method", "masking", "steps", "validation loss (unigram − loss)", *DIAGNOSTICS, *U_KINDS], rows
+            [
+                "method",
+                "masking",
+                "steps",
+                "validation loss (unigram − loss)",
+                "under token masking",
+                *DIAGNOSTICS,
+                *U_KINDS,
+            ],
+            rows,
         ),
         "",
     ]
@@ -792,14 +806,20 @@ def u_masking(root: Path, figures: Path):
 DIAGNOSTICS = ["self-similarity (top)", "rank clean (top)"]
 
 
-def masking_row(root: Path, method: str, unit: str, losses: list[float], entropy: float, cells: dict) -> list:
-    """One arm of the masking sweep: its loss per seed, the top layer's diagnostics and its scores where fine-tuned."""
+def finished_losses(roots: list[Path], run: str) -> list[float]:
+    """The final validation loss of `run` in every seed folder where it finished."""
+    return [final_eval_loss(root, run) for root in roots if (root / "pretrain" / run / "log_history.json").exists()]
+
+
+def masking_row(root: Path, method: str, unit: str, losses, token_losses, entropy: float, cells: dict) -> list:
+    """One arm of the masking sweep: its losses per seed (under its own masking and under token masking), the top
+    layer's diagnostics and its scores where fine-tuned."""
     diagnostics = (analysis(root, f"u_{method}") or {}).get(f"{method}_{unit}")
     return [
         method,
         unit,
         trained_steps(root, MASKING_RUNS[method][unit]),
-        ", ".join(f"{loss:.3f} ({entropy - loss:+.2f})" for loss in losses),
+        *(", ".join(f"{loss:.3f} ({entropy - loss:+.2f})" for loss in values) for values in (losses, token_losses)),
         *(
             [f"{diagnostics['self_similarity'][-1]:.3f}", diagnostics["effective_rank"][-1]]
             if diagnostics
