@@ -634,8 +634,9 @@ def bounds(cell: Cell) -> tuple[float, float]:
 
 
 def interval(cell: Cell) -> str:
+    """Mean [95% interval], the interval shown within the scores' range 0-100 as evaluate's REPORT.md shows it."""
     low, high = bounds(cell)
-    return f"{cell.mean:.1f} [{low:.1f}, {high:.1f}]"
+    return f"{cell.mean:.1f} [{max(low, 0):.1f}, {min(high, 100):.1f}]"
 
 
 def b1(root: Path, figures: Path):

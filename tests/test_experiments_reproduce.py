@@ -337,3 +337,5 @@ def test_the_masking_sweep_compares_span_with_token_masking_and_lists_mae_lm_on_
     span = f"| biphasic | span | 20 | 6.200 (-0.20) | 5.100 (+0.90) | 0.500 | 7 | 45.5 [{low:.1f}, {high:.1f}] | 45.5 [{low:.1f}, {high:.1f}] |"
     assert span in section
     assert "| mae_lm | whole_word | 20 | 6.100 (-0.10) |  | 0.500 | 7 |  |  |" in section
+    # An interval reaching past the scores' range 0-100 is shown within it.
+    assert report.interval(SimpleNamespace(mean=99.0, confidence_interval=(97.0, 101.0))) == "99.0 [97.0, 100.0]"
