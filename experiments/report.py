@@ -18,7 +18,7 @@ from wall_time import ALONE_LOAD, BUSY, Measurement
 from hf_encoders.analysis.unigram import token_counts
 from hf_encoders.analysis.unigram import unigram_entropy as entropy_of
 from hf_encoders.evaluation.grid import read_results
-from hf_encoders.evaluation.report import Cell, summarize
+from hf_encoders.evaluation.report import SCORE_RANGE, Cell, summarize
 
 VERDICTS = {2: "reproduced", 1: "partly", 0: "not reproduced"}
 KINDS = ["sc", "tc", "qa", "ir"]
@@ -639,7 +639,7 @@ def bounds(cell: Cell) -> tuple[float, float]:
 def interval(cell: Cell) -> str:
     """Mean [95% interval], the interval shown within the scores' range 0-100 as evaluate's REPORT.md shows it."""
     low, high = bounds(cell)
-    return f"{cell.mean:.1f} [{max(low, 0):.1f}, {min(high, 100):.1f}]"
+    return f"{cell.mean:.1f} [{max(low, SCORE_RANGE[0]):.1f}, {min(high, SCORE_RANGE[1]):.1f}]"
 
 
 def b1(root: Path, figures: Path):
@@ -671,10 +671,11 @@ def b1(root: Path, figures: Path):
         "## B1 — CLM → MLM against MLM and CLM alone (same biphasic architecture, one WSD schedule)",
         "",
         f"{len(roots)} pre-training seeds, each arm fine-tuned at rates {', '.join(f'{rate:g}' for rate in rates)}: "
-        f"{fine_tunings} runs per arm, task and rate over the pre-training × fine-tuning seeds. Verdict rule: void unless every compared arm's "
-        f"validation loss is at least {LEARNING_MARGIN} nats below the unigram entropy; then one point for a better "
-        "test mean on 3 of 4 tasks, one for a smaller fall of the validation mean from the best rate to the worst on "
-        "3 of 4 (paper 004's Fig. 5: CLM-pretrained models are less sensitive to the learning rate).",
+        f"{fine_tunings} runs per arm, task and rate over the pre-training × fine-tuning seeds. Verdict rule: void "
+        f"unless every compared arm's validation loss is at least {LEARNING_MARGIN} nats below the unigram entropy; "
+        "then one point for a better test mean on 3 of 4 tasks, one for a smaller fall of the validation mean from "
+        "the best rate to the worst on 3 of 4 (paper 004's Fig. 5: CLM-pretrained models are less sensitive to the "
+        "learning rate).",
         "",
         *markdown_table(
             ["arm", "validation loss per seed (unigram − loss)", "self-similarity (top)", "rank clean (top)"],
@@ -797,7 +798,8 @@ def u_masking(root: Path, figures: Path):
                 "steps",
                 "validation loss (unigram − loss)",
                 "under token masking",
-                *DIAGNOSTICS,
+                "self-similarity (top)",
+                "rank clean (top)",
                 *U_KINDS,
             ],
             rows,
@@ -805,9 +807,6 @@ def u_masking(root: Path, figures: Path):
         "",
     ]
     return row, section
-
-
-DIAGNOSTICS = ["self-similarity (top)", "rank clean (top)"]
 
 
 def finished_losses(roots: list[Path], run: str) -> list[float]:

@@ -193,9 +193,9 @@ def test_pretrained_mae_lm_verdicts_count_only_arms_below_the_unigram_entropy(tm
 
 def fake_seed_folder(root, experiment, losses, validation, test_score, kinds=report.KINDS) -> None:
     """One pre-training seed's folder of `experiment`: each run's log (`losses`: run -> validation loss), the analysis
-    of each run (labelled as reproduce.py labels it, without the experiment's prefix), and evaluate's records of every folder in `validation` (folder
-    -> rate -> validation score) on every task kind, two fine-tuning seeds; scores on evaluate's 0-1 scale, 0-100 for
-    qa; `test_score(folder, seed)` gives the test score."""
+    of each run (labelled as reproduce.py labels it, without the experiment's prefix), and evaluate's records of every
+    folder in `validation` (folder -> rate -> validation score) on every task kind, two fine-tuning seeds; scores on
+    evaluate's 0-1 scale, 0-100 for qa; `test_score(folder, seed)` gives the test score."""
     for run, loss in losses.items():
         (root / "pretrain" / run).mkdir(parents=True)
         history = [{"loss": 9.0, "step": 10}, {"eval_loss": loss, "step": 20}]
@@ -334,7 +334,8 @@ def test_the_masking_sweep_compares_span_with_token_masking_and_lists_mae_lm_on_
         "tc: token 40.5, whole_word 42.5, span 45.5; qa: token 40.5, whole_word 42.5, span 45.5 | reproduced |" in row
     )
     low, high = scipy.stats.t.interval(0.95, 1, loc=45.5, scale=scipy.stats.sem([45, 46]))
-    span = f"| biphasic | span | 20 | 6.200 (-0.20) | 5.100 (+0.90) | 0.500 | 7 | 45.5 [{low:.1f}, {high:.1f}] | 45.5 [{low:.1f}, {high:.1f}] |"
+    scores_cell = f"45.5 [{low:.1f}, {high:.1f}]"
+    span = f"| biphasic | span | 20 | 6.200 (-0.20) | 5.100 (+0.90) | 0.500 | 7 | {scores_cell} | {scores_cell} |"
     assert span in section
     assert "| mae_lm | whole_word | 20 | 6.100 (-0.10) |  | 0.500 | 7 |  |  |" in section
     # An interval reaching past the scores' range 0-100 is shown within it.

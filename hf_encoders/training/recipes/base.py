@@ -188,6 +188,12 @@ class Recipe:
         """Whether the dataset must carry word boundaries (a `word_starts` column) for the collator."""
         return args.masking != "token"
 
+    def tokenized(self, args, tokenizer: PreTrainedTokenizerBase, documents: Dataset) -> Dataset:
+        """The documents tokenized for packing, with word boundaries when the masking unit needs them."""
+        return tokenize_documents(
+            documents, tokenizer, num_proc=args.preprocessing_num_workers, word_starts=self.needs_word_starts(args)
+        )
+
     def callbacks(self, args) -> list[TrainerCallback]:
         return []
 
@@ -220,11 +226,8 @@ class BertBlocksRecipe(Recipe):
     packing_style = "BERT-style blocks ([CLS] ... [SEP], documents separated by [SEP])"
 
     def build_dataset(self, args, tokenizer, documents):
-        tokenized = tokenize_documents(
-            documents, tokenizer, num_proc=args.preprocessing_num_workers, word_starts=self.needs_word_starts(args)
-        )
         return pack_bert_style(
-            tokenized,
+            self.tokenized(args, tokenizer, documents),
             args.block_size,
             cls_id=tokenizer.cls_token_id,
             sep_id=tokenizer.sep_token_id,

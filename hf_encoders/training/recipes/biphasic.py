@@ -12,7 +12,7 @@ with AdamW (0.9, 0.95), weight decay 0.1, clipping 1.0.
 
 from pathlib import Path
 
-from ...data.packing import pack_llama_style, tokenize_documents
+from ...data.packing import pack_llama_style
 from ...models.biphasic import BiphasicConfig, BiphasicEncoderForPreTraining
 from ...models.biphasic.configuration_biphasic import PRESETS
 from ..callbacks import PhaseScheduleCallback
@@ -62,11 +62,8 @@ class BiphasicRecipe(Recipe):
         return prepare_tokenizer(super().build_tokenizer(args, documents))
 
     def build_dataset(self, args, tokenizer, documents):
-        tokenized = tokenize_documents(
-            documents, tokenizer, num_proc=args.preprocessing_num_workers, word_starts=self.needs_word_starts(args)
-        )
         return pack_llama_style(
-            tokenized,
+            self.tokenized(args, tokenizer, documents),
             args.block_size,
             eos_id=tokenizer.eos_token_id,
             bos_id=tokenizer.bos_token_id,
