@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
 class Runner:
     """Runs `hf-encoders` subcommands offline, once per output, and keeps each step's wall time."""
 
+    SAMPLE_EVERY = 60.0  # seconds between the records of a running step's time
+
     def __init__(self, settings: argparse.Namespace):
         self.settings = settings
         self.root = settings.output_dir
@@ -94,13 +96,19 @@ class Runner:
 
     @contextmanager
     def measured(self, folder: Path):
-        """Measure the block as the step writing `folder`; a step resumed in a later session adds up its sessions."""
+        """Measure the block as the step writing `folder`; a step resumed in a later session adds up its sessions. The
+        record is rewritten every SAMPLE_EVERY seconds while the step runs, so a session killed mid-step keeps its
+        time so far."""
         step = folder.relative_to(self.root).as_posix()
-        with measuring() as measurement:
-            yield
         earlier = {key: value for key, value in self.timings.get(step, {}).items() if key != "experiment"}
-        entry = {"experiment": self.experiment, **measurement.after(earlier).as_dict()}
-        self.timings_path.write_text(json.dumps({**self.timings, step: entry}, indent=2))
+
+        def record(measurement):
+            entry = {"experiment": self.experiment, **measurement.after(earlier).as_dict()}
+            self.timings_path.write_text(json.dumps({**self.timings, step: entry}, indent=2))
+
+        with measuring(on_sample=record, sample_every=self.SAMPLE_EVERY) as measurement:
+            yield
+        record(measurement)
 
     def pretrain(self, name: str, *arguments: str, steps: int, batch_size: int = 16, learning_rate: float = 1e-3):
         """A pre-training run with the settings every arm shares; its final model is the folder returned."""

@@ -3,10 +3,12 @@
 Wall time on a shared machine says little unless we know what ran beside it. So while a step runs (a subprocess, or
 work in this process such as the MAE-LM probe), a thread samples the 1-minute load average every few seconds and
 counts the other processes that kept part of a core busy since the last sample (not this run's own); when the step
-ends, the CPU time it used is read. The load beyond the step's own (CPU seconds / wall seconds: the cores it kept
+ends, the CPU time it used is read (while it runs, that of its running subprocesses too: a step killed before its end
+still leaves what it used so far, see `measuring`'s `on_sample`). The load beyond the step's own (CPU seconds / wall seconds: the cores it kept
 busy) is what others added: a step ran alone when that stayed under half a core and no other busy process was seen.
 """
 
+import contextlib
 import os
 import resource
 import statistics
@@ -87,33 +89,49 @@ class OtherProcesses:
 
 
 def cpu_seconds() -> float:
-    """User + system time of this process and of its children that have finished."""
-    return sum(
+    """User + system time of this process, of its children that have finished and of its descendants still running."""
+    finished = sum(
         usage.ru_utime + usage.ru_stime
         for usage in (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN))
     )
+    running = 0.0
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # it may end between listing and reading
+            times = process.cpu_times()
+            running += times.user + times.system
+    return finished + running
 
 
 @contextmanager
-def measuring(interval: float = 5.0):
-    """`with measuring() as measurement: ...` fills `measurement` (a Measurement) when the block ends."""
+def measuring(interval: float = 5.0, on_sample=None, sample_every: float = 60.0):
+    """`with measuring() as measurement: ...` fills `measurement` (a Measurement) when the block ends. `on_sample`, if
+    given, gets the measurement so far about every `sample_every` seconds while the block runs: what a step killed
+    before its end (a session's end kills every process) still leaves behind."""
     measurement, others = Measurement(), OtherProcesses()
     stop = threading.Event()
+    started, cpu_before = time.monotonic(), cpu_seconds()
+
+    def update():
+        measurement.seconds = time.monotonic() - started
+        measurement.cpu_seconds = cpu_seconds() - cpu_before
+        measurement.load_average = statistics.fmean(measurement.loads)
 
     def sample():
         measurement.loads.append(os.getloadavg()[0])
+        last_sample = started
         while not stop.wait(interval):  # busy() needs a whole interval to tell a busy process from a brief one
             measurement.loads.append(os.getloadavg()[0])
             measurement.other_processes = max(measurement.other_processes, others.busy())
+            if on_sample is not None and time.monotonic() - last_sample >= sample_every:
+                update()
+                on_sample(measurement)
+                last_sample = time.monotonic()
 
     sampler = threading.Thread(target=sample, daemon=True)
-    started, cpu_before = time.monotonic(), cpu_seconds()
     sampler.start()
     try:
         yield measurement
     finally:
         stop.set()
         sampler.join()
-        measurement.seconds = time.monotonic() - started
-        measurement.cpu_seconds = cpu_seconds() - cpu_before
-        measurement.load_average = statistics.fmean(measurement.loads)
+        update()

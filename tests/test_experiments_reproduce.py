@@ -3,11 +3,13 @@ one is skipped, and every step's wall time is recorded with the load beside it (
 `hf-encoders` commands are replaced by a stand-in that writes what the real one would."""
 
 import argparse
+import functools
 import json
 import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -42,6 +44,7 @@ class FakeCommands:
         elif outcome == "partial":
             (output / "checkpoint-8").mkdir(parents=True)
         else:
+            output.mkdir(parents=True, exist_ok=True)
             (output / "log_history.json").write_text("[]")
         return subprocess.CompletedProcess(command, 0)
 
@@ -124,6 +127,41 @@ def test_measuring_counts_the_cpu_time_of_a_finished_child():
         subprocess.run([sys.executable, "-c", busy], check=True)
     assert measurement.cpu_seconds >= 0.3 and measurement.seconds >= measurement.cpu_seconds / 2
     assert measurement.loads and measurement.load_average >= 0
+
+
+def test_a_running_step_reports_its_time_so_far_including_its_running_subprocess():
+    busy = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass"
+    samples = []
+    with wall_time.measuring(interval=0.02, on_sample=lambda m: samples.append(m.as_dict()), sample_every=0.1) as m:
+        subprocess.run([sys.executable, "-c", busy], check=True)
+    assert samples, "no sample while the step ran"
+    # The child's CPU time shows before the child has ended (then only psutil sees it, not getrusage).
+    assert max(sample["cpu_seconds"] for sample in samples) >= 0.1
+    assert all(sample["seconds"] <= m.seconds for sample in samples) and m.cpu_seconds >= 0.6
+
+
+def test_a_session_killed_mid_step_keeps_the_time_it_had_recorded(runner, monkeypatch):
+    monkeypatch.setattr(reproduce, "measuring", functools.partial(wall_time.measuring, interval=0.02))
+    monkeypatch.setattr(reproduce.Runner, "SAMPLE_EVERY", 0.05)
+
+    class Killed(BaseException):
+        """What the session's end does to the script: nothing after it runs."""
+
+    def killed_after_a_record(command, check, env):
+        deadline = time.monotonic() + 10
+        while not runner.timings_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        raise Killed
+
+    monkeypatch.setattr(reproduce.subprocess, "run", killed_after_a_record)
+    with pytest.raises(Killed):
+        pretrain(runner)
+    killed = json.loads(runner.timings_path.read_text())["pretrain/arm"]
+    assert killed["experiment"] == "M" and killed["sessions"] == 1 and killed["seconds"] > 0
+    monkeypatch.setattr(reproduce.subprocess, "run", FakeCommands(["finished"]))
+    pretrain(runner)
+    resumed = json.loads(runner.timings_path.read_text())["pretrain/arm"]
+    assert resumed["sessions"] == 2 and resumed["seconds"] >= killed["seconds"]
 
 
 def test_the_report_tables_every_step_and_older_totals():
