@@ -18,7 +18,7 @@ from hf_encoders.evaluation.tasks import Task
 
 def score(model: str, learning_rate: float, seed: int, split: str) -> float:
     """Model "b" is better; rate 2e-5 is best on validation for both, and the test scores differ from validation."""
-    base = {"a": 0.6, "b": 0.8}[model.rsplit("/", 1)[-1]]
+    base = {"a": 0.6, "b": 0.8, "student": 0.7}[model.rsplit("/", 1)[-1]]
     rate_bonus = {1e-5: 0.0, 2e-5: 0.05, 5e-5: -0.1}[learning_rate]
     return base + rate_bonus + 0.01 * seed + (0.02 if split == "test" else 0.0)
 
@@ -103,6 +103,15 @@ def test_a_failed_run_is_recorded_the_grid_goes_on_and_a_rerun_retries_it(stand_
     retry = install()
     assert len(run_grid(models, ["sc:topic"], tmp_path / "out", PROTOCOL, RATES, SEEDS)) == 12
     assert sorted(retry.calls) == [(models[1], "topic", 5e-5, 0), (models[1], "topic", 5e-5, 1)]
+
+
+def test_two_models_with_one_folder_name_keep_their_runs_apart(stand_in, tmp_path):
+    _, install = stand_in
+    students = [str(tmp_path / run / "student") for run in ("tacl_a", "tacl_b")]  # what two TaCL runs export
+    fake = install()
+    results = run_grid(students, ["sc:topic"], tmp_path / "out", PROTOCOL, RATES[:1], SEEDS[:1], keep_checkpoints=True)
+    assert [r["model"] for r in results] == students and len(fake.calls) == 2
+    assert len(list((tmp_path / "out" / "runs").iterdir())) == 2, "one checkpoint folder per model"
 
 
 def test_the_best_rate_is_chosen_on_validation_and_test_is_reported(stand_in, tmp_path):

@@ -7,6 +7,7 @@ A run that fails is recorded with its error (and retried on the next rerun); the
 """
 
 import dataclasses
+import hashlib
 import json
 import logging
 import shutil
@@ -76,7 +77,10 @@ class Run:
         return json.dumps([self.model, self.task, self.learning_rate, self.seed, protocol.identity()])
 
     def folder_name(self) -> str:
+        """The run's checkpoint folder: the model's folder name and a digest of its whole path (two TaCL runs'
+        models are both `student/`: without it their runs would write into one folder), then the task's."""
         model, task = (Path(text.rstrip("/")).name or text for text in (self.model, self.task.split(":", 1)[1]))
+        model += "-" + hashlib.sha1(self.model.encode()).hexdigest()[:8]
         return f"{model}-{self.task.split(':')[0]}-{task}-lr{self.learning_rate:g}-seed{self.seed}"
 
 
