@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -29,7 +30,7 @@ def write_report(root: Path, here: Path, timings: dict, settings, seeds: dict[st
     figures.mkdir(exist_ok=True)
     previous = (here / "REPORT.md").read_text() if (here / "REPORT.md").exists() else ""
     rows, sections, carried = [], [], []
-    for claim in (t1, m1, m2, m_pretrained, b1, b2, u_masking):
+    for claim in (t1, t1_trained_head, m1, m2, m_pretrained, b1, b2, u_masking):
         result = claim(root, figures)
         if result is None and (result := carried_over(previous, claim.__name__)) is not None:
             carried += CLAIM_BLOCKS[claim.__name__][0]
@@ -73,7 +74,8 @@ def write_report(root: Path, here: Path, timings: dict, settings, seeds: dict[st
 
 # Each claim's rows in the summary table (by their first cell) and the heading of its section, if it has one.
 CLAIM_BLOCKS = {
-    "t1": (("T1",), "## T1 "),
+    "t1": (("T1",), "## T1 — "),
+    "t1_trained_head": (("T1, trained head",), "## T1 from a start with a trained MLM head"),
     "m1": (("M1",), "## M1, M2 — "),
     "m2": (("M2",), None),
     "m_pretrained": (("M1, pretrained start", "M2, pretrained start"), "## M1, M2 from a pretrained start"),
@@ -270,41 +272,91 @@ def final_eval_loss(root: Path, run: str) -> float:
     return evaluations[-1].get("eval_mlm_loss", evaluations[-1]["eval_loss"])
 
 
-T1_LABELS = {"model": "minilm", "t1_mlm": "mlm", "student": "tacl"}  # evaluated folder's name -> arm
+@dataclass(frozen=True)
+class TaclComparison:
+    """A T1 claim: TaCL against MLM continuation of one start, equal steps, pooled over pre-training seeds."""
+
+    claim: str  # its id in the summary table
+    experiment: str  # its analysis/ and evaluate/ folder name
+    title: str
+    statement: str  # the paper's statement, for the summary table
+    start: str  # the starting model's label in the analysis
+    labels: dict[str, str]  # fine-tuned folder, or the run folder a TaCL student sits in -> arm
+    runs: dict[str, str]  # arm -> its pre-training run
+    tokenizer: str | None  # whose vocabulary the unigram entropy is in (None: the from-scratch tokenizer)
+    setting: str  # how the arms were run, for the section
+
+
+T1 = TaclComparison(
+    claim="T1",
+    experiment="t1",
+    title="T1 — TaCL vs MLM continuation of all-MiniLM-L6-v2",
+    statement="TaCL (Fig. 2-3): continued from the same BERT, TaCL gives top-layer tokens a lower self-similarity than "
+    "MLM-only continuation, and better downstream scores",
+    start="minilm",
+    labels={"model": "minilm", "t1_mlm": "mlm", "t1_tacl": "tacl"},
+    runs={"mlm": "t1_mlm", "tacl": "t1_tacl"},
+    tokenizer="minilm",
+    setting="MiniLM is a sentence encoder without an MLM head, so both arms start with a fresh one. The MLM arm is "
+    "`--method mlm`; fine-tuned at 1e-4",
+)
+T1_TRAINED_HEAD = TaclComparison(
+    claim="T1, trained head",
+    experiment="t1h",
+    title="T1 from a start with a trained MLM head — B1's MLM-only arm continued with TaCL and with MLM",
+    statement="TaCL (Fig. 2-3), from a start whose MLM head is trained as the paper's BERT's is: TaCL gives a lower "
+    "top-layer self-similarity than MLM-only continuation, and better downstream scores",
+    start="start",
+    labels={"b1_mlm_only": "start", "t1h_mlm": "mlm", "t1h_tacl": "tacl"},
+    runs={"mlm": "t1h_mlm", "tacl": "t1h_tacl"},
+    tokenizer=None,
+    setting="The start is each pre-training seed's B1 MLM-only arm (biphasic, off the plateau, its MLM head trained). "
+    "The MLM arm is the same TaCL run with its contrastive term weighted 0 (`--tacl_loss_weight 0`): the same "
+    "sentence pairs, masks and head, so only the contrastive term differs; fine-tuned at 1e-3, B1's best rate",
+)
 T1_KINDS = ["sc", "tc", "qa"]
 
 
 def t1(root: Path, figures: Path):
-    roots = pretraining_seed_roots(root, "t1")
+    return tacl_comparison(root, figures, T1)
+
+
+def t1_trained_head(root: Path, figures: Path):
+    return tacl_comparison(root, figures, T1_TRAINED_HEAD)
+
+
+def tacl_comparison(root: Path, figures: Path, spec: TaclComparison):
+    roots = pretraining_seed_roots(root, spec.experiment)
     if not roots:
         return None
-    cells = pooled_cells(roots, "t1", T1_LABELS)
-    analyses = [analysis(seed_root, "t1") for seed_root in roots]
-    similarity = {arm: [models[arm]["self_similarity"][-1] for models in analyses] for arm in T1_LABELS.values()}
+    cells = pooled_cells(roots, spec.experiment, spec.labels)
+    analyses = [analysis(seed_root, spec.experiment) for seed_root in roots]
+    arms = [spec.start, "mlm", "tacl"]
+    similarity = {arm: [models[arm]["self_similarity"][-1] for models in analyses] for arm in arms}
     mean_similarity = {arm: statistics.fmean(values) for arm, values in similarity.items()}
-    entropy = unigram_entropy(roots[0], minilm_tokenizer())
-    losses = {arm: [final_eval_loss(seed_root, f"t1_{arm}") for seed_root in roots] for arm in ("mlm", "tacl")}
+    entropy = unigram_entropy(roots[0], minilm_tokenizer() if spec.tokenizer == "minilm" else None)
+    losses = {arm: [final_eval_loss(seed_root, run) for seed_root in roots] for arm, run in spec.runs.items()}
     better = [kind for kind in T1_KINDS if cells["tacl", kind].mean > cells["mlm", kind].mean]
     points = (mean_similarity["tacl"] < mean_similarity["mlm"]) + (len(better) >= 2)
     verdict = learned_or_void(losses, entropy) or VERDICTS[points]
-    below_start = "below" if mean_similarity["tacl"] < mean_similarity["minilm"] else "not below"
+    below_start = "below" if mean_similarity["tacl"] < mean_similarity[spec.start] else "not below"
     row = (
-        "| T1 | TaCL (Fig. 2-3): continued from the same BERT, TaCL gives top-layer tokens a lower self-similarity than "
-        "MLM-only continuation, and better downstream scores | top-layer self-similarity (mean over "
-        f"{len(roots)} pre-training seeds): MiniLM {mean_similarity['minilm']:.3f}, MLM {mean_similarity['mlm']:.3f}, "
-        f"TaCL {mean_similarity['tacl']:.3f} ({below_start} the start); TaCL beats MLM on {len(better)}/3 tasks "
+        f"| {spec.claim} | {spec.statement} | top-layer self-similarity (mean over {len(roots)} pre-training seeds): "
+        f"start ({spec.start}) {mean_similarity[spec.start]:.3f}, MLM {mean_similarity['mlm']:.3f}, TaCL "
+        f"{mean_similarity['tacl']:.3f} ({below_start} the start); TaCL beats MLM on {len(better)}/3 tasks "
         f"({', '.join(better) or 'none'}); validation MLM loss {statistics.fmean(losses['mlm']):.2f} / "
         f"{statistics.fmean(losses['tacl']):.2f} (unigram {entropy:.2f}) | {verdict} |"
     )
-    steps = trained_steps(roots[0], "t1_tacl")
+    steps = trained_steps(roots[0], spec.runs["tacl"])
+    name = spec.experiment
     section = [
-        "## T1 — TaCL vs MLM continuation of all-MiniLM-L6-v2",
+        f"## {spec.title}",
         "",
-        f"{steps} continued steps at a peak rate of 1e-4, {len(roots)} pre-training seeds. Verdict rule: void unless "
-        f"both arms' validation MLM loss is at least {LEARNING_MARGIN} nats below the unigram entropy in MiniLM's "
-        "vocabulary; then one point for a lower top-layer self-similarity than MLM (mean over pre-training seeds), "
-        "one for a better test mean on 2 of 3 tasks. Scores: mean and 95% confidence interval over every "
-        "pre-training × fine-tuning seed (MiniLM itself: its fine-tuning seeds).",
+        f"{steps} continued steps at a peak rate of 1e-4, {len(roots)} pre-training seeds. {spec.setting}. Verdict "
+        f"rule: void unless both arms' validation MLM loss is at least {LEARNING_MARGIN} nats below the unigram "
+        "entropy in the start's vocabulary; then one point for a lower top-layer self-similarity than MLM (mean over "
+        "pre-training seeds), one for a better test mean on 2 of 3 tasks. Scores: mean and 95% confidence interval "
+        "over every pre-training × fine-tuning seed.",
         "",
         *markdown_table(
             ["model", "validation loss per seed", "self-similarity (top) per seed", *T1_KINDS],
@@ -315,13 +367,13 @@ def t1(root: Path, figures: Path):
                     ", ".join(f"{value:.3f}" for value in similarity[arm]),
                     *(interval(cells[arm, kind]) for kind in T1_KINDS),
                 ]
-                for arm in T1_LABELS.values()
+                for arm in arms
             ],
         ),
         "",
-        copy_figure(roots[0] / "analysis" / "t1" / "layer_curves.png", figures, "t1_layer_curves.png"),
-        copy_figure(roots[0] / "analysis" / "t1" / "similarity_mlm.png", figures, "t1_similarity_mlm.png"),
-        copy_figure(roots[0] / "analysis" / "t1" / "similarity_tacl.png", figures, "t1_similarity_tacl.png"),
+        copy_figure(roots[0] / "analysis" / name / "layer_curves.png", figures, f"{name}_layer_curves.png"),
+        copy_figure(roots[0] / "analysis" / name / "similarity_mlm.png", figures, f"{name}_similarity_mlm.png"),
+        copy_figure(roots[0] / "analysis" / name / "similarity_tacl.png", figures, f"{name}_similarity_tacl.png"),
         "",
     ]
     return row, section
@@ -613,11 +665,13 @@ def pretraining_seed_roots(root: Path, experiment: str) -> list[Path]:
 
 def pooled_cells(roots: list[Path], experiment: str, labels: dict[str, str]) -> dict[tuple[str, str], Cell]:
     """(arm, task kind) -> its Cell over every pre-training seed x fine-tuning seed: the rate with the best validation
-    mean over all of them, and their test scores at that rate. `labels` names the arm of each fine-tuned folder."""
+    mean over all of them, and their test scores at that rate. `labels` names the arm of each fine-tuned folder
+    (or of the run folder a TaCL student sits in)."""
     records = []
     for index, seed_root in enumerate(roots):
         for record in read_results(seed_root / "evaluate" / experiment):
-            arm = labels.get(Path(record["model"]).name)
+            model = Path(record["model"])
+            arm = labels.get(model.name, labels.get(model.parent.name))
             if record["status"] == "finished" and arm is not None:
                 # Runs of different pre-training seeds are different runs: distinct seeds for evaluate's summary.
                 # Each seed's task folder is its own copy of the same task: one task per kind.

@@ -28,7 +28,7 @@ from wall_time import measuring
 from hf_encoders.training.resume import last_complete_checkpoint
 
 HERE = Path(__file__).parent
-EXPERIMENTS = ("T1", "M", "M-pretrained", "B1", "B2", "report")
+EXPERIMENTS = ("T1", "T1-trained-head", "M", "M-pretrained", "B1", "B2", "report")
 # From-scratch models: 4 layers x 256, blocks of 128 tokens, 16 per batch, the same steps for every arm.
 SCRATCH_LAYERS = "hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024"
 # MAE-LM's share of [MASK] tokens kept in the encoder: 1 = MLM with a decoder, 0 = MAE-LM.
@@ -39,7 +39,7 @@ MAE_LM_SWEEPS = {"m": 3e-4, "m_lr1e-3": 1e-3}
 PHASES = {"clm_then_mlm": "clm:0.25,mlm:0.75", "mlm_only": "mlm:1.0", "clm_only": "clm:1.0"}
 # Fine-tuning seeds per experiment: 3 for every claim's headline numbers (their 95% intervals); M is fine-tuned only
 # off the unigram plateau, which its from-scratch arms never left.
-FINETUNE_SEEDS = {"T1": 3, "M": 1, "M-pretrained": 3, "B1": 3}
+FINETUNE_SEEDS = {"T1": 3, "T1-trained-head": 3, "M": 1, "M-pretrained": 3, "B1": 3}
 # B1's stability is paper 004's Fig. 5: how much the downstream score moves over the fine-tuning rate grid (the paper
 # searches 6 rates; 3 spanning a decade fit the budget).
 B1_FINETUNE_RATES = (1e-4, 3e-4, 1e-3)
@@ -221,6 +221,22 @@ def t1_tacl(runner: Runner) -> None:
     runner.evaluate("t1", models, kinds=["sc", "tc", "qa"], learning_rates=(1e-4,), seeds=FINETUNE_SEEDS["T1"])
 
 
+def t1_trained_head(runner: Runner) -> None:
+    """T1 from a start with a trained MLM head, as the paper's BERT has: B1's MLM-only arm (this package's MLM, off the
+    plateau; trained here first if B1 has not run) continued with TaCL, and with the same TaCL run less its contrastive
+    term (MLM alone on the same sentence pairs and masks), equal steps. Run with B1's --output-dir, --steps and --seed."""
+    start = biphasic_arm(runner, "b1_mlm_only", "--phases", PHASES["mlm_only"])
+    shared = ("--method", "tacl", "--model_name_or_path", str(start))
+    steps = runner.settings.continue_steps
+    mlm = runner.pretrain("t1h_mlm", *shared, "--tacl_loss_weight", "0", steps=steps, learning_rate=1e-4)
+    tacl = runner.pretrain("t1h_tacl", *shared, steps=steps, learning_rate=1e-4)
+    models = {"start": start, "mlm": mlm / "student", "tacl": tacl / "student"}
+    runner.analyze("t1h", models)
+    # B1's best fine-tuning rate for these models (the top of its grid).
+    kinds = ["sc", "tc", "qa"]
+    runner.evaluate("t1h", models, kinds=kinds, learning_rates=(1e-3,), seeds=FINETUNE_SEEDS["T1-trained-head"])
+
+
 def m_mae_lm(runner: Runner) -> None:
     """M1 and M2: MAE-LM with a share delta of [MASK] tokens kept in the encoder, equal budget; the sweep at every
     peak learning rate of MAE_LM_SWEEPS, fine-tuned at the first only."""
@@ -320,7 +336,14 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--only: unknown {sorted(unknown)}; choose from {', '.join(EXPERIMENTS)}")
     runner = Runner(settings)
     prepare(runner)
-    experiments = {"T1": t1_tacl, "M": m_mae_lm, "M-pretrained": m_pretrained, "B1": b1_pfs, "B2": b2_cpt}
+    experiments = {
+        "T1": t1_tacl,
+        "T1-trained-head": t1_trained_head,
+        "M": m_mae_lm,
+        "M-pretrained": m_pretrained,
+        "B1": b1_pfs,
+        "B2": b2_cpt,
+    }
     for name in chosen:
         if name in experiments:
             runner.experiment = name

@@ -81,6 +81,31 @@ def test_an_interrupted_arm_resumes_from_its_last_complete_checkpoint(runner, mo
     assert timings["pretrain/arm"]["experiment"] == "M" and timings["pretrain/arm"]["sessions"] == 3
 
 
+def test_t1_from_a_trained_head_continues_b1s_mlm_arm_with_and_without_the_contrastive_term(runner, monkeypatch):
+    runner.settings = argparse.Namespace(
+        output_dir=runner.root, seed=1, steps=1500, continue_steps=500, finetune_steps=75
+    )
+    calls = []
+
+    def recording(done, *arguments, checkpoints=None):
+        calls.append(arguments)
+        return done.parent
+
+    monkeypatch.setattr(runner, "hf_encoders", recording)
+    (runner.root / "tokenizer").mkdir()
+    (runner.root / "tokenizer" / "tokenizer.json").write_text("{}")  # B1's, already trained
+    reproduce.t1_trained_head(runner)
+    b1_arm, mlm, tacl, analyze, evaluate = calls
+    start = str(runner.root / "pretrain" / "b1_mlm_only")
+    assert b1_arm[b1_arm.index("--phases") + 1] == "mlm:1.0"  # B1's MLM-only arm: skipped by hf_encoders when done
+    for arm in (mlm, tacl):
+        assert arm[:5] == ("pretrain", "--method", "tacl", "--model_name_or_path", start)
+        assert arm[arm.index("--max_steps") + 1] == "500" and arm[arm.index("--seed") + 1] == "1"
+    assert mlm[mlm.index("--tacl_loss_weight") + 1] == "0" and "--tacl_loss_weight" not in tacl
+    students = [str(runner.root / "pretrain" / run / "student") for run in ("t1h_mlm", "t1h_tacl")]
+    assert analyze[1:4] == (start, *students) and evaluate[1:4] == (start, *students)
+
+
 def test_sessions_add_up_with_the_load_weighted_by_time():
     first = wall_time.Measurement(seconds=100, cpu_seconds=90, load_average=1.0, other_processes=0)
     later = wall_time.Measurement(seconds=300, cpu_seconds=290, load_average=3.0, other_processes=2)
@@ -132,12 +157,14 @@ def test_measuring_counts_the_cpu_time_of_a_finished_child():
 def test_a_running_step_reports_its_time_so_far_including_its_running_subprocess():
     busy = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass"
     samples = []
-    with wall_time.measuring(interval=0.02, on_sample=lambda m: samples.append(m.as_dict()), sample_every=0.1) as m:
+    with wall_time.measuring(
+        interval=0.02, on_sample=lambda m: samples.append((m.seconds, m.cpu_seconds)), sample_every=0.1
+    ) as m:
         subprocess.run([sys.executable, "-c", busy], check=True)
     assert samples, "no sample while the step ran"
     # The child's CPU time shows before the child has ended (then only psutil sees it, not getrusage).
-    assert max(sample["cpu_seconds"] for sample in samples) >= 0.1
-    assert all(sample["seconds"] <= m.seconds for sample in samples) and m.cpu_seconds >= 0.6
+    assert max(cpu for _, cpu in samples) >= 0.1
+    assert all(seconds <= m.seconds for seconds, _ in samples) and m.cpu_seconds >= 0.6
 
 
 def test_a_session_killed_mid_step_keeps_the_time_it_had_recorded(runner, monkeypatch):
@@ -318,30 +345,43 @@ def test_a_claim_without_runs_keeps_its_rows_and_section_from_the_previous_repor
     assert report.carried_over(previous, "b2") is None
 
 
+# Each T1 claim's fine-tuned folders (its start, then the MLM and TaCL arms) in a seed folder.
+T1_FOLDERS = {
+    "t1": ("minilm/model", "pretrain/t1_mlm", "pretrain/t1_tacl/student"),
+    "t1h": ("pretrain/b1_mlm_only", "pretrain/t1h_mlm/student", "pretrain/t1h_tacl/student"),
+}
+
+
+@pytest.mark.parametrize("spec", [report.T1, report.T1_TRAINED_HEAD], ids=["T1", "trained head"])
 @pytest.mark.parametrize("tacl_similarity", [0.35, 0.45])
 def test_t1_pools_seeds_and_says_whether_tacl_goes_below_the_starting_similarity(
-    tmp_path, monkeypatch, tacl_similarity
+    tmp_path, monkeypatch, tacl_similarity, spec
 ):
     monkeypatch.setattr(report, "unigram_entropy", lambda root, tokenizer_path=None: 6.0)
-    validation = {folder: {1e-4: 50.0} for folder in ("minilm/model", "pretrain/t1_mlm", "pretrain/t1_tacl/student")}
-    scores = {"minilm/model": 40.0, "pretrain/t1_mlm": 45.0, "pretrain/t1_tacl/student": 47.0}
+    start, mlm, tacl = T1_FOLDERS[spec.experiment]
+    validation = {folder: {1e-4: 50.0} for folder in (start, mlm, tacl)}
+    scores = {start: 40.0, mlm: 45.0, tacl: 47.0}
     for index in (0, 1):
-        root = tmp_path / "runs" / f"t1_s{index}"
-        losses = {"t1_mlm": 5.0, "t1_tacl": 5.2}
-        fake_seed_folder(root, "t1", losses, validation, lambda f, seed: scores[f] + seed, kinds=report.T1_KINDS)
-        similarity = {"minilm": 0.4, "mlm": 0.5, "tacl": tacl_similarity + 0.01 * index}
+        root = tmp_path / "runs" / f"seed_{index}"
+        losses = {spec.runs["mlm"]: 5.0, spec.runs["tacl"]: 5.2}
+        fake_seed_folder(
+            root, spec.experiment, losses, validation, lambda f, seed: scores[f] + seed, kinds=report.T1_KINDS
+        )
+        similarity = {spec.start: 0.4, "mlm": 0.5, "tacl": tacl_similarity + 0.01 * index}
         models = [{"model": arm, "self_similarity": [0.2, value]} for arm, value in similarity.items()]
-        (root / "analysis" / "t1" / "report.json").write_text(json.dumps({"models": models}))
+        (root / "analysis" / spec.experiment / "report.json").write_text(json.dumps({"models": models}))
     (tmp_path / "figures").mkdir()
-    row, section = report.t1(tmp_path / "runs", tmp_path / "figures")
+    row, section = report.tacl_comparison(tmp_path / "runs", tmp_path / "figures", spec)
     below = "below" if tacl_similarity < 0.4 else "not below"
-    assert f"MiniLM 0.400, MLM 0.500, TaCL {tacl_similarity + 0.005:.3f} ({below} the start)" in row
+    assert row.startswith(f"| {spec.claim} |")
+    assert f"start ({spec.start}) 0.400, MLM 0.500, TaCL {tacl_similarity + 0.005:.3f} ({below} the start)" in row
     assert "TaCL beats MLM on 3/3 tasks (sc, tc, qa)" in row and row.endswith("| reproduced |")
-    # 2 pre-training x 2 fine-tuning seeds: 47, 48, 47, 48.
+    # 2 pre-training x 2 fine-tuning seeds: 47, 48, 47, 48; the two TaCL students told apart by their run folders.
     low, high = scipy.stats.t.interval(0.95, 3, loc=47.5, scale=scipy.stats.sem([47, 48, 47, 48]))
     assert any(
         line.startswith("| tacl | 5.200, 5.200 |") and f"47.5 [{low:.1f}, {high:.1f}]" in line for line in section
     )
+    assert any(line.startswith("| mlm | 5.000, 5.000 |") and "45.5 [" in line for line in section)
 
 
 def test_the_masking_sweep_compares_span_with_token_masking_and_lists_mae_lm_on_its_plateau(tmp_path, monkeypatch):
