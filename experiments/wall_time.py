@@ -1,11 +1,12 @@
 """Each step's wall time, and whether it ran alone.
 
-Wall time on a shared machine says little unless we know what ran beside it. So while a step runs (a subprocess, or work in this process such as the MAE-LM probe), a thread samples the 1-minute
-load average every few seconds and counts the other processes that kept part of a core busy since the last sample (not
-this run's own); when the step ends, the CPU time it used is read (while it runs, that of its running subprocesses too:
-a step killed before its end still leaves what it used so far, see `measuring`'s `on_sample`). The load beyond the
-step's own (CPU seconds / wall seconds: the cores it kept busy) is what others added: a step ran alone when that stayed
-under half a core and no other busy process was seen.
+Wall time on a shared machine says little unless we know what ran beside it. So while a step runs (a subprocess, or work
+in this process such as the MAE-LM probe), a thread samples the 1-minute load average every few seconds and counts the
+other processes that kept part of a core busy since the last sample (not this run's own); when the step ends, the CPU
+time it used is read (while it runs, that of its running subprocesses too: a step killed before its end still leaves
+what it used so far, see `measuring`'s `on_sample`). The load beyond the step's own (CPU seconds / wall seconds: the
+cores it kept busy) is what others added: a step ran alone when that stayed under half a core and no other busy process
+was seen.
 """
 
 import contextlib
