@@ -178,12 +178,15 @@ def run(settings: argparse.Namespace) -> None:
         shape += f",decoder_num_hidden_layers={settings.decoder_layers}"
     if settings.overrides:
         shape += "," + settings.overrides
+    if settings.from_encoder:  # a pretrained encoder in its own vocabulary; only the decoder's shape may be set
+        model = ["--model_name_or_path", settings.from_encoder, "--tokenizer_name", settings.from_encoder]
+        model += ["--config_overrides", settings.overrides] if settings.overrides else []
+    else:
+        model = ["--tokenizer_name", str(ROOT / "tokenizer"), "--model_size", "small", "--config_overrides", shape]
     argv = [
         "--method", settings.method,
         "--corpus", str(ROOT / "corpus.jsonl"),
-        "--tokenizer_name", str(ROOT / "tokenizer"),
-        "--model_size", "small",
-        "--config_overrides", shape,
+        *model,
         *(["--mask_in_encoder_fraction", str(settings.delta)] if settings.method == "mae_lm" else []),
         "--block_size", str(settings.block),
         "--per_device_train_batch_size", str(settings.batch),
@@ -459,6 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     arm.add_argument("name")
     arm.add_argument("--method", choices=("mlm", "mae_lm"), required=True)
     arm.add_argument("--layers", default="4x256", help="LAYERSxWIDTH of the encoder")
+    arm.add_argument("--from-encoder", help="MAE-LM: start from this pretrained encoder (--layers is then unused)")
     arm.add_argument("--decoder-layers", type=int, default=2)
     arm.add_argument("--delta", type=float, default=0.0, help="MAE-LM: share of [MASK] kept in the encoder")
     arm.add_argument("--overrides", default="", help="further config fields, k=v,k=v")
