@@ -283,6 +283,7 @@ class TaclComparison:
     title: str
     statement: str  # the paper's statement, for the summary table
     start: str  # the starting model's label in the analysis
+    start_name: str  # how the summary row names it
     labels: dict[str, str]  # fine-tuned folder, or the run folder a TaCL student sits in -> arm
     runs: dict[str, str]  # arm -> its pre-training run
     tokenizer: str | None  # whose vocabulary the unigram entropy is in (None: the from-scratch tokenizer)
@@ -296,6 +297,7 @@ T1 = TaclComparison(
     statement="TaCL (Fig. 2-3): continued from the same BERT, TaCL gives top-layer tokens a lower self-similarity than "
     "MLM-only continuation, and better downstream scores",
     start="minilm",
+    start_name="MiniLM",
     labels={"model": "minilm", "t1_mlm": "mlm", "t1_tacl": "tacl"},
     runs={"mlm": "t1_mlm", "tacl": "t1_tacl"},
     tokenizer="minilm",
@@ -309,6 +311,7 @@ T1_TRAINED_HEAD = TaclComparison(
     statement="TaCL (Fig. 2-3), from a start whose MLM head is trained as the paper's BERT's is: TaCL gives a lower "
     "top-layer self-similarity than MLM-only continuation, and better downstream scores",
     start="start",
+    start_name="the start (B1's MLM-only arm)",
     labels={"b1_mlm_only": "start", "t1h_mlm": "mlm", "t1h_tacl": "tacl"},
     runs={"mlm": "t1h_mlm", "tacl": "t1h_tacl"},
     tokenizer=None,
@@ -339,14 +342,15 @@ def tacl_comparison(root: Path, figures: Path, spec: TaclComparison):
     entropy = unigram_entropy(roots[0], minilm_tokenizer() if spec.tokenizer == "minilm" else None)
     losses = {arm: [final_eval_loss(seed_root, run) for seed_root in roots] for arm, run in spec.runs.items()}
     better = [kind for kind in T1_KINDS if cells["tacl", kind].mean > cells["mlm", kind].mean]
+    clear = intervals_apart(cells, "tacl", "mlm", better)
     points = (mean_similarity["tacl"] < mean_similarity["mlm"]) + (len(better) >= 2)
     verdict = learned_or_void(losses, entropy) or VERDICTS[points]
     below_start = "below" if mean_similarity["tacl"] < mean_similarity[spec.start] else "not below"
     row = (
         f"| {spec.claim} | {spec.statement} | top-layer self-similarity (mean over {len(roots)} pre-training seeds): "
-        f"start ({spec.start}) {mean_similarity[spec.start]:.3f}, MLM {mean_similarity['mlm']:.3f}, TaCL "
+        f"{spec.start_name} {mean_similarity[spec.start]:.3f}, MLM {mean_similarity['mlm']:.3f}, TaCL "
         f"{mean_similarity['tacl']:.3f} ({below_start} the start); TaCL beats MLM on {len(better)}/3 tasks "
-        f"({', '.join(better) or 'none'}); validation MLM loss {statistics.fmean(losses['mlm']):.2f} / "
+        f"({', '.join(better) or 'none'}; intervals apart on {len(clear)}); validation MLM loss {statistics.fmean(losses['mlm']):.2f} / "
         f"{statistics.fmean(losses['tacl']):.2f} (unigram {entropy:.2f}) | {verdict} |"
     )
     steps = trained_steps(roots[0], spec.runs["tacl"])
@@ -692,6 +696,11 @@ def bounds(cell: Cell) -> tuple[float, float]:
     return cell.confidence_interval or (cell.mean, cell.mean)
 
 
+def intervals_apart(cells: dict[tuple[str, str], Cell], winner: str, loser: str, kinds: list[str]) -> list[str]:
+    """The kinds where the winner's 95% interval lies wholly above the loser's: a win the seeds cannot explain."""
+    return [kind for kind in kinds if bounds(cells[winner, kind])[0] > bounds(cells[loser, kind])[1]]
+
+
 def interval(cell: Cell) -> str:
     """Mean [95% interval], the interval shown within the scores' range 0-100 as evaluate's REPORT.md shows it."""
     low, high = bounds(cell)
@@ -707,8 +716,7 @@ def b1(root: Path, figures: Path):
     entropy = unigram_entropy(roots[0])
     losses = {arm: [final_eval_loss(seed_root, f"b1_{arm}") for seed_root in roots] for arm in PHASE_ARMS}
     wins = [kind for kind in KINDS if cells[pfs, kind].mean > cells[mlm, kind].mean]
-    # The intervals of the two means do not overlap: a win the seeds cannot explain.
-    clear = [kind for kind in wins if bounds(cells[pfs, kind])[0] > bounds(cells[mlm, kind])[1]]
+    clear = intervals_apart(cells, pfs, mlm, wins)
     steadier = [kind for kind in KINDS if rate_spread(cells[pfs, kind]) < rate_spread(cells[mlm, kind])]
     compared = {arm: losses[arm] for arm in B1_ARMS}
     verdict = learned_or_void(compared, entropy) or VERDICTS[(len(wins) >= 3) + (len(steadier) >= 3)]
