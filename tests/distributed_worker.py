@@ -284,7 +284,8 @@ def cli_pretrain(init: str, output_dir: Path, rank: int) -> None:
         error = None
     except Exception:
         error = traceback.format_exc()
-    (output_dir / "cli" / f"rank{rank}.json").write_text(json.dumps({"calls": calls, "error": error}))
+    record = {"calls": calls, "error": error, "process_group_left": torch.distributed.is_initialized()}
+    (output_dir / "cli" / f"rank{rank}.json").write_text(json.dumps(record))
 
 
 # ---- FSDP2 ----

@@ -311,4 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     result = pretrain(args, training_args)
     if result.trainer.is_world_process_zero():
         print(result.summary())
+    # A process group left for the interpreter's exit can abort it: gloo's threads still hold work whose tensors need
+    # the interpreter (SIGABRT, "terminate called without an active exception", pytorch/pytorch#190489), and torchrun
+    # then reports a finished run as failed. Destroyed only here, after success: while another rank may still be in
+    # a collective (a failed run), destroying it would hang.
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
     return 0
