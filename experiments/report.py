@@ -284,10 +284,19 @@ class TaclComparison:
     statement: str  # the paper's statement, for the summary table
     start: str  # the starting model's label in the analysis
     start_name: str  # how the summary row names it
-    labels: dict[str, str]  # fine-tuned folder, or the run folder a TaCL student sits in -> arm
-    runs: dict[str, str]  # arm -> its pre-training run
+    start_folder: str  # the name of the folder fine-tuned as the start
     tokenizer: str | None  # whose vocabulary the unigram entropy is in (None: the from-scratch tokenizer)
     setting: str  # how the arms were run, for the section
+
+    @property
+    def runs(self) -> dict[str, str]:
+        """Arm -> its pre-training run (reproduce.py names them after the experiment)."""
+        return {arm: f"{self.experiment}_{arm}" for arm in ("mlm", "tacl")}
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Fine-tuned folder, or the run folder a TaCL student sits in -> arm."""
+        return {self.start_folder: self.start, **{run: arm for arm, run in self.runs.items()}}
 
 
 T1 = TaclComparison(
@@ -298,8 +307,7 @@ T1 = TaclComparison(
     "MLM-only continuation, and better downstream scores",
     start="minilm",
     start_name="MiniLM",
-    labels={"model": "minilm", "t1_mlm": "mlm", "t1_tacl": "tacl"},
-    runs={"mlm": "t1_mlm", "tacl": "t1_tacl"},
+    start_folder="model",
     tokenizer="minilm",
     setting="MiniLM is a sentence encoder without an MLM head, so both arms start with a fresh one. The MLM arm is "
     "`--method mlm`; fine-tuned at 1e-4",
@@ -312,8 +320,7 @@ T1_TRAINED_HEAD = TaclComparison(
     "top-layer self-similarity than MLM-only continuation, and better downstream scores",
     start="start",
     start_name="the start (B1's MLM-only arm)",
-    labels={"b1_mlm_only": "start", "t1h_mlm": "mlm", "t1h_tacl": "tacl"},
-    runs={"mlm": "t1h_mlm", "tacl": "t1h_tacl"},
+    start_folder="b1_mlm_only",
     tokenizer=None,
     setting="The start is each pre-training seed's B1 MLM-only arm (biphasic, off the plateau, its MLM head trained). "
     "The MLM arm is the same TaCL run with its contrastive term weighted 0 (`--tacl_loss_weight 0`): the same "
