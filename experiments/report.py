@@ -351,8 +351,7 @@ def tacl_comparison(root: Path, figures: Path, spec: TaclComparison):
     mean_similarity = {arm: statistics.fmean(values) for arm, values in similarity.items()}
     entropy = unigram_entropy(roots[0], minilm_tokenizer() if spec.tokenizer == "minilm" else None)
     losses = {arm: [final_eval_loss(seed_root, run) for seed_root in roots] for arm, run in spec.runs.items()}
-    better = [kind for kind in T1_KINDS if cells["tacl", kind].mean > cells["mlm", kind].mean]
-    clear = intervals_apart(cells, "tacl", "mlm", better)
+    better, clear = task_wins(cells, "tacl", "mlm", T1_KINDS)
     points = (mean_similarity["tacl"] < mean_similarity["mlm"]) + (len(better) >= 2)
     verdict = learned_or_void(losses, entropy) or VERDICTS[points]
     below_start = "below" if mean_similarity["tacl"] < mean_similarity[spec.start] else "not below"
@@ -706,9 +705,27 @@ def bounds(cell: Cell) -> tuple[float, float]:
     return cell.confidence_interval or (cell.mean, cell.mean)
 
 
+def task_wins(cells: dict[tuple[str, str], Cell], winner: str, loser: str, kinds: list[str]):
+    """(the kinds where the winner's test mean is higher, those of them where the intervals are apart too)."""
+    wins = [kind for kind in kinds if cells[winner, kind].mean > cells[loser, kind].mean]
+    return wins, intervals_apart(cells, winner, loser, wins)
+
+
 def intervals_apart(cells: dict[tuple[str, str], Cell], winner: str, loser: str, kinds: list[str]) -> list[str]:
     """The kinds where the winner's 95% interval lies wholly above the loser's: a win the seeds cannot explain."""
     return [kind for kind in kinds if bounds(cells[winner, kind])[0] > bounds(cells[loser, kind])[1]]
+
+
+def wins_text(wins: list[str], clear: list[str]) -> str:
+    """ "N/4 tasks (the tasks won; intervals apart on M: those whose intervals do not overlap)"."""
+    return f"{len(wins)}/4 tasks ({', '.join(wins) or 'none'}; intervals apart on {len(clear)}: {', '.join(clear) or 'none'})"
+
+
+def losses_text(first: list[float], second: list[float], entropy: float) -> str:
+    """Two arms' validation MLM losses, each a mean over pre-training seeds, beside the unigram entropy."""
+    return (
+        f"validation MLM loss {statistics.fmean(first):.2f} vs {statistics.fmean(second):.2f} (unigram {entropy:.2f})"
+    )
 
 
 def interval(cell: Cell) -> str:
@@ -725,8 +742,7 @@ def b1(root: Path, figures: Path):
     pfs, mlm = B1_ARMS
     entropy = unigram_entropy(roots[0])
     losses = {arm: [final_eval_loss(seed_root, f"b1_{arm}") for seed_root in roots] for arm in PHASE_ARMS}
-    wins = [kind for kind in KINDS if cells[pfs, kind].mean > cells[mlm, kind].mean]
-    clear = intervals_apart(cells, pfs, mlm, wins)
+    wins, clear = task_wins(cells, pfs, mlm, KINDS)
     steadier = [kind for kind in KINDS if rate_spread(cells[pfs, kind]) < rate_spread(cells[mlm, kind])]
     compared = {arm: losses[arm] for arm in B1_ARMS}
     verdict = learned_or_void(compared, entropy) or VERDICTS[(len(wins) >= 3) + (len(steadier) >= 3)]
@@ -734,11 +750,9 @@ def b1(root: Path, figures: Path):
     fine_tunings = len(next(iter(rates.values())))
     row = (
         "| B1 | Paper 004 (PFS, Fig. 5): at equal budget, CLM 25% → MLM 75% beats MLM 100% downstream and is less "
-        f"sensitive to the fine-tuning rate | CLM→MLM beats MLM on {len(wins)}/4 tasks ({', '.join(wins) or 'none'}; "
-        f"intervals apart on {len(clear)}: {', '.join(clear) or 'none'}), moves less over the rate grid on "
-        f"{len(steadier)}/4 ({', '.join(steadier) or 'none'}); validation MLM loss "
-        f"{statistics.fmean(losses[pfs]):.2f} vs {statistics.fmean(losses[mlm]):.2f} (unigram {entropy:.2f}), "
-        f"{len(roots)} pre-training seeds | {verdict} |"
+        f"sensitive to the fine-tuning rate | CLM→MLM beats MLM on {wins_text(wins, clear)}, moves less over the rate "
+        f"grid on {len(steadier)}/4 ({', '.join(steadier) or 'none'}); "
+        f"{losses_text(losses[pfs], losses[mlm], entropy)}, {len(roots)} pre-training seeds | {verdict} |"
     )
     analyses = [analysis(seed_root, "b1") or {} for seed_root in roots]
     section = [
@@ -751,18 +765,7 @@ def b1(root: Path, figures: Path):
         "the best rate to the worst on 3 of 4 (paper 004's Fig. 5: CLM-pretrained models are less sensitive to the "
         "learning rate).",
         "",
-        *markdown_table(
-            ["arm", "validation loss per seed (unigram − loss)", "self-similarity (top)", "rank clean (top)"],
-            [
-                [
-                    arm,
-                    ", ".join(f"{loss:.3f} ({entropy - loss:+.2f})" for loss in losses[arm]),
-                    ", ".join(f"{a[arm]['self_similarity'][-1]:.3f}" for a in analyses if arm in a),
-                    ", ".join(str(a[arm]["effective_rank"][-1]) for a in analyses if arm in a),
-                ]
-                for arm in PHASE_ARMS
-            ],
-        ),
+        *seed_arms_table(PHASE_ARMS, losses, entropy, analyses),
         "",
         "The validation loss is the objective of the arm's last phase (CLM's for clm_only), so it compares the two "
         "MLM-ending arms only. CLM alone is not fine-tuned (2-core budget). Downstream, test split at the best rate, "
@@ -782,6 +785,23 @@ def b1(root: Path, figures: Path):
         "",
     ]
     return row, section
+
+
+def seed_arms_table(arms, losses: dict[str, list[float]], entropy: float, analyses: list[dict]) -> list[str]:
+    """Per arm, each pre-training seed's validation loss (and its distance below the unigram entropy) and the top
+    layer's self-similarity and rank from each seed's analysis."""
+    return markdown_table(
+        ["arm", "validation loss per seed (unigram − loss)", "self-similarity (top)", "rank clean (top)"],
+        [
+            [
+                arm,
+                ", ".join(f"{loss:.3f} ({entropy - loss:+.2f})" for loss in losses[arm]),
+                ", ".join(f"{a[arm]['self_similarity'][-1]:.3f}" for a in analyses if arm in a),
+                ", ".join(str(a[arm]["effective_rank"][-1]) for a in analyses if arm in a),
+            ]
+            for arm in arms
+        ],
+    )
 
 
 def plot_rate_grid(cells: dict[tuple[str, str], Cell], path: Path) -> Path:
@@ -921,16 +941,13 @@ def b2_equal_budget(root: Path, figures: Path):
     entropy = unigram_entropy(roots[0])
     losses = {arm: [final_eval_loss(seed_root, f"b2e_{arm}") for seed_root in roots] for arm in arms}
     starting = [final_eval_loss(seed_root, "b1_mlm_only") for seed_root in roots]
-    wins = [kind for kind in KINDS if cells[from_clm, kind].mean > cells[from_mlm, kind].mean]
-    clear = intervals_apart(cells, from_clm, from_mlm, wins)
+    wins, clear = task_wins(cells, from_clm, from_mlm, KINDS)
     verdict = learned_or_void(losses, entropy) or VERDICTS[(len(wins) >= 2) + (len(wins) >= 3)]
     steps = continued_steps(roots[0] / "pretrain" / f"b2e_{from_clm}")
     row = (
         "| B2, equal budget | Paper 004 (CPT, section 5): continuing a CLM-pretrained model with MLM beats continuing "
-        f"an MLM-pretrained model of equal training with MLM | from CLM beats from MLM on {len(wins)}/4 tasks "
-        f"({', '.join(wins) or 'none'}; intervals apart on {len(clear)}: {', '.join(clear) or 'none'}); validation "
-        f"MLM loss {statistics.fmean(losses[from_clm]):.2f} vs {statistics.fmean(losses[from_mlm]):.2f} (unigram "
-        f"{entropy:.2f}), {len(roots)} pre-training seeds | {verdict} |"
+        f"an MLM-pretrained model of equal training with MLM | from CLM beats from MLM on {wins_text(wins, clear)}; "
+        f"{losses_text(losses[from_clm], losses[from_mlm], entropy)}, {len(roots)} pre-training seeds | {verdict} |"
     )
     analyses = [analysis(seed_root, "b2e") or {} for seed_root in roots]
     section = [
@@ -943,18 +960,7 @@ def b2_equal_budget(root: Path, figures: Path):
         f"{LEARNING_MARGIN} nats below the unigram entropy; then reproduced if the CLM start's test mean is higher on 3 "
         "of 4 tasks, partly on 2, not reproduced on fewer.",
         "",
-        *markdown_table(
-            ["arm", "validation loss per seed (unigram − loss)", "self-similarity (top)", "rank clean (top)"],
-            [
-                [
-                    arm,
-                    ", ".join(f"{loss:.3f} ({entropy - loss:+.2f})" for loss in losses[arm]),
-                    ", ".join(f"{a[arm]['self_similarity'][-1]:.3f}" for a in analyses if arm in a),
-                    ", ".join(str(a[arm]["effective_rank"][-1]) for a in analyses if arm in a),
-                ]
-                for arm in arms
-            ],
-        ),
+        *seed_arms_table(arms, losses, entropy, analyses),
         "",
         f"Before the continuation, the MLM-only start was at {', '.join(f'{loss:.3f}' for loss in starting)} "
         "(B1's table); the CLM-only start had never seen a masked token. Downstream, test split at the best rate, "
