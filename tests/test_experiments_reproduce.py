@@ -57,6 +57,30 @@ def runner(tmp_path):
     return runner
 
 
+@pytest.fixture
+def calls():
+    """The arguments of every `hf-encoders` command a runner made (see b1_runner)."""
+    return []
+
+
+@pytest.fixture
+def b1_runner(runner, calls, monkeypatch):
+    """A runner for experiments that start from B1's arms (pre-training seed 1, 1,500 steps, 500 continued), whose
+    commands are recorded in `calls` instead of run: each counts as done."""
+    runner.settings = argparse.Namespace(
+        output_dir=runner.root, seed=1, steps=1500, continue_steps=500, finetune_steps=75
+    )
+
+    def recording(done, *arguments, checkpoints=None):
+        calls.append(arguments)
+        return done.parent
+
+    monkeypatch.setattr(runner, "hf_encoders", recording)
+    (runner.root / "tokenizer").mkdir()
+    (runner.root / "tokenizer" / "tokenizer.json").write_text("{}")  # B1's, already trained
+    return runner
+
+
 def pretrain(runner):
     return runner.pretrain("arm", "--method", "mae_lm", steps=40)
 
@@ -81,28 +105,16 @@ def test_an_interrupted_arm_resumes_from_its_last_complete_checkpoint(runner, mo
     assert timings["pretrain/arm"]["experiment"] == "M" and timings["pretrain/arm"]["sessions"] == 3
 
 
-def test_t1_from_a_trained_head_continues_b1s_mlm_arm_with_and_without_the_contrastive_term(runner, monkeypatch):
-    runner.settings = argparse.Namespace(
-        output_dir=runner.root, seed=1, steps=1500, continue_steps=500, finetune_steps=75
-    )
-    calls = []
-
-    def recording(done, *arguments, checkpoints=None):
-        calls.append(arguments)
-        return done.parent
-
-    monkeypatch.setattr(runner, "hf_encoders", recording)
-    (runner.root / "tokenizer").mkdir()
-    (runner.root / "tokenizer" / "tokenizer.json").write_text("{}")  # B1's, already trained
-    reproduce.t1_trained_head(runner)
+def test_t1_from_a_trained_head_continues_b1s_mlm_arm_with_and_without_the_contrastive_term(b1_runner, calls):
+    reproduce.t1_trained_head(b1_runner)
     b1_arm, mlm, tacl, analyze, evaluate = calls
-    start = str(runner.root / "pretrain" / "b1_mlm_only")
+    start = str(b1_runner.root / "pretrain" / "b1_mlm_only")
     assert b1_arm[b1_arm.index("--phases") + 1] == "mlm:1.0"  # B1's MLM-only arm: skipped by hf_encoders when done
     for arm in (mlm, tacl):
         assert arm[:5] == ("pretrain", "--method", "tacl", "--model_name_or_path", start)
         assert arm[arm.index("--max_steps") + 1] == "500" and arm[arm.index("--seed") + 1] == "1"
     assert mlm[mlm.index("--tacl_loss_weight") + 1] == "0" and "--tacl_loss_weight" not in tacl
-    students = [str(runner.root / "pretrain" / run / "student") for run in ("t1h_mlm", "t1h_tacl")]
+    students = [str(b1_runner.root / "pretrain" / run / "student") for run in ("t1h_mlm", "t1h_tacl")]
     assert analyze[1:4] == (start, *students) and evaluate[1:4] == (start, *students)
 
 
@@ -130,24 +142,12 @@ def test_an_evaluate_grid_that_grew_runs_again_and_one_that_did_not_is_skipped(r
     assert ran == [("0.0001,0.001", "0,1"), ("0.0001,0.001,0.01", "0,1"), ("0.0001,0.001,0.01", "0,1,2")]
 
 
-def test_b2_at_equal_budget_continues_b1s_clm_and_mlm_arms_alike_with_mlm(runner, monkeypatch):
-    runner.settings = argparse.Namespace(
-        output_dir=runner.root, seed=1, steps=1500, continue_steps=500, finetune_steps=75
-    )
-    calls = []
-
-    def recording(done, *arguments, checkpoints=None):
-        calls.append(arguments)
-        return done.parent
-
-    monkeypatch.setattr(runner, "hf_encoders", recording)
-    (runner.root / "tokenizer").mkdir()
-    (runner.root / "tokenizer" / "tokenizer.json").write_text("{}")  # B1's, already trained
-    reproduce.b2_equal_budget(runner)
+def test_b2_at_equal_budget_continues_b1s_clm_and_mlm_arms_alike_with_mlm(b1_runner, calls):
+    reproduce.b2_equal_budget(b1_runner)
     clm_arm, from_clm, mlm_arm, from_mlm, analyze, evaluate = calls
     assert clm_arm[clm_arm.index("--phases") + 1] == "clm:1.0" and mlm_arm[mlm_arm.index("--phases") + 1] == "mlm:1.0"
     for start, continued in (("b1_clm_only", from_clm), ("b1_mlm_only", from_mlm)):
-        assert continued[continued.index("--model_name_or_path") + 1] == str(runner.root / "pretrain" / start)
+        assert continued[continued.index("--model_name_or_path") + 1] == str(b1_runner.root / "pretrain" / start)
         assert continued[continued.index("--phases") + 1] == "mlm:1.0"
         assert (
             continued[continued.index("--max_steps") + 1] == "500" and continued[continued.index("--seed") + 1] == "1"
@@ -155,8 +155,11 @@ def test_b2_at_equal_budget_continues_b1s_clm_and_mlm_arms_alike_with_mlm(runner
         decay = json.loads(continued[continued.index("--lr_scheduler_kwargs") + 1])
         assert decay == {"num_decay_steps": 50, "decay_type": "linear"}
     # The two continuations differ in their start and their output folder only.
-    continued = [str(runner.root / "pretrain" / f"b2e_cpt_{start}") for start in ("clm_only", "mlm_only")]
-    assert [a for a in from_clm if a not in from_mlm] == [str(runner.root / "pretrain" / "b1_clm_only"), continued[0]]
+    continued = [str(b1_runner.root / "pretrain" / f"b2e_cpt_{start}") for start in ("clm_only", "mlm_only")]
+    assert [a for a in from_clm if a not in from_mlm] == [
+        str(b1_runner.root / "pretrain" / "b1_clm_only"),
+        continued[0],
+    ]
     assert analyze[1:3] == tuple(continued) and evaluate[1:3] == tuple(continued)
     assert evaluate[evaluate.index("--learning_rates") + 1] == "0.001,0.003"
 
