@@ -5,6 +5,7 @@ import collections
 import functools
 import json
 import os
+import re
 import shutil
 import statistics
 from dataclasses import dataclass
@@ -573,14 +574,16 @@ def m_pretrained(root: Path, figures: Path):
     entropy = unigram_entropy(root, minilm_tokenizer())
     losses = {label: final_eval_loss(root, f"mp_{label}") for label in DELTA_LABELS}
     evaluated = all(f"mp_{label}" in table for label in DELTA_LABELS)
+    arms = {f"δ = {label.removeprefix('delta_')}": f"mp_{label}" for label in DELTA_LABELS}
     rows = pretrained_rows(models, table if evaluated else {}, losses, entropy)
     section = [
         "## M1, M2 from a pretrained start — all-MiniLM-L6-v2 continued as MAE-LM with δ = 0, 0.5, 1",
         "",
         "Each arm's encoder starts as all-MiniLM-L6-v2 itself (`MaeLmForMaskedLM.from_encoder`: the same hidden "
         "states, every layer), with a new decoder and LM head (MiniLM has no MLM head); "
-        f"{' / '.join(str(trained_steps(root, f'mp_{label}')) for label in DELTA_LABELS)} steps (δ = 0 / 0.5 / 1) at "
-        "a peak rate of 1e-4, batch 16, one seed. "
+        f"{' / '.join(str(trained_steps(root, f'mp_{label}')) for label in DELTA_LABELS)} steps (δ = 0 / 0.5 / 1), "
+        f"{held_text(root, list(arms.values()))}, at a peak rate of "
+        f"{peak_rate(root, 'mp_delta_0.0'):g}, batch 16, one seed. "
         "The rules are M1's and M2's above; both are void unless every arm's validation loss is at least "
         f"{LEARNING_MARGIN} nats below the unigram entropy of the corpus in MiniLM's vocabulary ({entropy:.2f} nats). "
         "Scores are means ± std over the fine-tuning seeds.",
@@ -608,6 +611,7 @@ def m_pretrained(root: Path, figures: Path):
         ),
         "",
         *probe_lines(root, "mp"),
+        figure_link(plot_validation_curves(root, arms, entropy, figures / "mp_validation_loss.png").name),
         copy_figure(root / "analysis" / "mp" / "layer_curves.png", figures, "mp_layer_curves.png"),
         figure_link(
             plot_delta_sweep(
@@ -617,6 +621,50 @@ def m_pretrained(root: Path, figures: Path):
         "",
     ]
     return "\n".join(rows), section
+
+
+def held_steps(root: Path, run: str) -> int | None:
+    """The steps `pretrain --hold_encoder_steps` held the run's encoder still, from its model card."""
+    card = (
+        (root / "pretrain" / run / "README.md").read_text() if (root / "pretrain" / run / "README.md").exists() else ""
+    )
+    found = re.search(r"encoder held still for the first (\d+) steps", card)
+    return int(found.group(1)) if found else None
+
+
+def held_text(root: Path, runs: list[str]) -> str:
+    held = [held_steps(root, run) or 0 for run in runs]
+    if set(held) == {0}:
+        return "the encoder trained from the first step"
+    if len(set(held)) > 1:
+        return f"the encoder held still for the first {' / '.join(map(str, held))} steps"
+    return f"the encoder held still for the first {held[0]} steps (`--hold_encoder_steps`) in every arm"
+
+
+def peak_rate(root: Path, run: str) -> float:
+    history = json.loads((root / "pretrain" / run / "log_history.json").read_text())
+    return max(entry.get("learning_rate", 0.0) for entry in history)
+
+
+def plot_validation_curves(root: Path, runs: dict[str, str], entropy: float, path: Path) -> Path:
+    """Each run's validation loss over its steps (legend -> run), the unigram entropy and the learning margin drawn
+    across, the steps that held the first run's encoder shaded."""
+    figure, axis = plt.subplots(figsize=(6, 3.5))
+    for legend, run in runs.items():
+        history = json.loads((root / "pretrain" / run / "log_history.json").read_text())
+        points = [(entry["step"], entry["eval_loss"]) for entry in history if "eval_loss" in entry]
+        axis.plot(*zip(*points), "o-", label=legend)
+    held = held_steps(root, next(iter(runs.values())))
+    if held:
+        axis.axvspan(0, held, color="0.9", label="encoder held")
+    axis.axhline(entropy, color="k", linestyle=":", label="unigram entropy")
+    axis.axhline(entropy - LEARNING_MARGIN, color="k", linestyle="--", linewidth=0.8, label="learned (−0.5 nats)")
+    axis.set(xlabel="step", ylabel="validation MLM loss (nats)")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
 
 
 def pretrained_rows(models: dict, table: dict, losses: dict[str, float], entropy: float) -> list[str]:

@@ -37,6 +37,11 @@ DELTAS = (1.0, 0.5, 0.0)
 # MAE-LM sweeps: name -> peak learning rate. At 1e-3 (the other arms' rate) every post-LN MAE-LM arm collapsed onto
 # the unigram plateau within 400 steps (REPORT.md, M), so the claims are tested at 3e-4.
 MAE_LM_SWEEPS = {"m": 3e-4, "m_lr1e-3": 1e-3}
+# M-pretrained: a fresh decoder on a pretrained encoder. Unheld, the encoder collapses onto one vector within 300
+# steps; held, the decoder alone takes well over 1,000 steps to read it (scan/SCAN.md, sections 8 and 9). 2e-4 is the
+# paper's peak rate for its base model.
+MP_HOLD_SHARE = 0.5
+MP_LEARNING_RATE = 2e-4
 PHASES = {"clm_then_mlm": "clm:0.25,mlm:0.75", "mlm_only": "mlm:1.0", "clm_only": "clm:1.0"}
 # Fine-tuning seeds per experiment: 3 for every claim's headline numbers (their 95% intervals); M is fine-tuned only
 # off the unigram plateau, which its from-scratch arms never left.
@@ -58,7 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--continue-steps",
         type=int,
         default=500,
-        help="steps of the continued pre-training of T1, M-pretrained and B2-equal-budget",
+        help="steps of the continued pre-training of T1 and B2-equal-budget",
+    )
+    parser.add_argument(
+        "--mae-lm-continue-steps",
+        type=int,
+        default=3000,
+        help="steps of M-pretrained's arms, the encoder held for the first half (MP_HOLD_SHARE)",
     )
     parser.add_argument("--cpt-steps", type=int, default=20, help="steps of B2's two 135M-parameter arms")
     parser.add_argument("--seed", type=int, default=0, help="pre-training seed of every arm")
@@ -114,8 +125,17 @@ class Runner:
             yield
         record(measurement)
 
-    def pretrain(self, name: str, *arguments: str, steps: int, batch_size: int = 16, learning_rate: float = 1e-3):
-        """A pre-training run with the settings every arm shares; its final model is the folder returned."""
+    def pretrain(
+        self,
+        name: str,
+        *arguments: str,
+        steps: int,
+        batch_size: int = 16,
+        learning_rate: float = 1e-3,
+        evaluations: int = 1,
+    ):
+        """A pre-training run with the settings every arm shares, its validation loss measured `evaluations` times at
+        equal intervals (the last at its end); its final model is the folder returned."""
         output = self.root / "pretrain" / name
         return self.hf_encoders(
             output / "log_history.json",
@@ -130,7 +150,7 @@ class Runner:
             "--weight_decay", "0.01",
             "--validation_split_percentage", "2",
             "--eval_strategy", "steps",
-            "--eval_steps", str(steps),
+            "--eval_steps", str(steps // evaluations),
             "--logging_steps", "10",
             # Checkpoints every tenth of the run, the last one kept: what an interrupted arm resumes from.
             "--save_strategy", "steps",
@@ -266,18 +286,22 @@ def m_mae_lm(runner: Runner) -> None:
 
 def m_pretrained(runner: Runner) -> None:
     """M1 and M2 from a pretrained start: all-MiniLM-L6-v2 continued as MAE-LM (its encoder the MiniLM, a new decoder
-    and head) with each delta, T1's steps and rate; analysed beside MiniLM itself, probed, fine-tuned on every task."""
-    base = minilm_path()
-    models = {}
-    for delta in DELTAS:
-        models[f"delta_{delta}"] = runner.pretrain(
-            f"mp_delta_{delta}", "--method", "mae_lm", "--model_name_or_path", base, "--tokenizer_name", base,
-            "--mask_in_encoder_fraction", str(delta), steps=runner.settings.continue_steps,
-            learning_rate=1e-4,
-        )  # fmt: skip
-    runner.analyze("mp", {"minilm": Path(base), **models})
+    and head) with each delta, equal steps; analysed beside MiniLM itself, probed, fine-tuned on every task."""
+    models = {f"delta_{delta}": mp_arm(runner, delta) for delta in DELTAS}
+    runner.analyze("mp", {"minilm": Path(minilm_path()), **models})
     runner.probe("mp", models)
     runner.evaluate("mp", models, kinds=KINDS, learning_rates=(1e-4,), seeds=FINETUNE_SEEDS["M-pretrained"])
+
+
+def mp_arm(runner: Runner, delta: float) -> Path:
+    """One arm of M-pretrained (a function of its own, so that its arms can run side by side). The encoder is held
+    still for the first MP_HOLD_SHARE of the steps (`--hold_encoder_steps`), every arm alike."""
+    base, steps = minilm_path(), runner.settings.mae_lm_continue_steps
+    return runner.pretrain(
+        f"mp_delta_{delta}", "--method", "mae_lm", "--model_name_or_path", base, "--tokenizer_name", base,
+        "--mask_in_encoder_fraction", str(delta), "--hold_encoder_steps", str(int(steps * MP_HOLD_SHARE)),
+        steps=steps, learning_rate=MP_LEARNING_RATE, evaluations=10,
+    )  # fmt: skip
 
 
 def mae_lm_arm(runner: Runner, sweep: str, learning_rate: float, delta: float) -> Path:

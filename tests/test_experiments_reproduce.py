@@ -164,6 +164,24 @@ def test_b2_at_equal_budget_continues_b1s_clm_and_mlm_arms_alike_with_mlm(b1_run
     assert evaluate[evaluate.index("--learning_rates") + 1] == "0.001,0.003"
 
 
+def test_m_pretrained_holds_every_arms_encoder_for_the_first_half_and_differs_only_in_delta(
+    b1_runner, calls, monkeypatch
+):
+    monkeypatch.setattr(reproduce, "minilm_path", lambda: "minilm")
+    monkeypatch.setattr(b1_runner, "probe", lambda name, models: calls.append(("probe", *map(str, models.values()))))
+    b1_runner.settings.mae_lm_continue_steps = 3000
+    reproduce.m_pretrained(b1_runner)
+    *arms, analyze, probe, evaluate = calls
+    assert len(arms) == 3
+    for arm in arms:
+        option = {name: arm[arm.index(name) + 1] for name in ("--max_steps", "--hold_encoder_steps", "--eval_steps")}
+        assert option == {"--max_steps": "3000", "--hold_encoder_steps": "1500", "--eval_steps": "300"}
+        assert arm[arm.index("--model_name_or_path") + 1] == "minilm"
+    folders = [str(b1_runner.root / "pretrain" / f"mp_delta_{delta}") for delta in ("1.0", "0.5", "0.0")]
+    assert [[a for a in arm if a not in arms[0]] for arm in arms[1:]] == [["0.5", folders[1]], ["0.0", folders[2]]]
+    assert analyze[1:5] == ("minilm", *folders) and probe[1:] == tuple(folders) and evaluate[1:4] == tuple(folders)
+
+
 def test_sessions_add_up_with_the_load_weighted_by_time():
     first = wall_time.Measurement(seconds=100, cpu_seconds=90, load_average=1.0, other_processes=0)
     later = wall_time.Measurement(seconds=300, cpu_seconds=290, load_average=3.0, other_processes=2)
@@ -275,8 +293,10 @@ def fake_mp_runs(root: Path, losses: dict[str, float]) -> None:
     (root / "analysis" / "mp" / "report.json").write_text(json.dumps({"models": models}))
     for label, loss in losses.items():
         (root / "pretrain" / f"mp_{label}").mkdir(parents=True)
-        history = [{"loss": 9.0, "step": 10}, {"eval_loss": loss, "step": 20}]
+        history = [{"loss": 9.0, "learning_rate": 2e-4, "step": 10}, {"eval_loss": loss, "step": 20}]
         (root / "pretrain" / f"mp_{label}" / "log_history.json").write_text(json.dumps(history))
+        card = "## Training\n- [MASK]s kept in the encoder input (δ): 0%\n- encoder held still for the first 10 steps"
+        (root / "pretrain" / f"mp_{label}" / "README.md").write_text(card)
 
 
 @pytest.mark.parametrize("stuck_loss", [None, 0.3])
@@ -310,8 +330,11 @@ def test_pretrained_mae_lm_verdicts_count_only_arms_below_the_unigram_entropy(tm
         void = f"| void: δ = 0.5 ({entropy - stuck_loss:.2f}) not 0.5 nats below the unigram entropy ({entropy:.2f}) |"
         assert m1_row.endswith(void) and m2_row.endswith(void)
     assert any(line.startswith("| minilm |  | [50, 60] | [50, 55] |") for line in section)
-    assert any("20 / 20 / 20 steps (δ = 0 / 0.5 / 1)" in line for line in section)
+    held = "20 / 20 / 20 steps (δ = 0 / 0.5 / 1), the encoder held still for the first 10 steps "
+    assert any(held + "(`--hold_encoder_steps`) in every arm, at a peak rate of 0.0002," in line for line in section)
     assert (tmp_path / "figures" / "mp_delta_sweep.png").exists()
+    assert "![mp_validation_loss.png](figures/mp_validation_loss.png)" in section
+    assert (tmp_path / "figures" / "mp_validation_loss.png").exists()
 
 
 def fake_seed_folder(root, experiment, losses, validation, test_score, kinds=report.KINDS) -> None:

@@ -52,6 +52,7 @@ OPTIONS = {
     "overwrite_output_dir": (True, ALL),
     "preprocessing_num_workers": (2, ALL),
     "mask_in_encoder_fraction": (0.5, set()),
+    "hold_encoder_steps": (100, set()),  # read by mae_lm continuing an encoder only
     "tokenized_dir": ("cache/", ALL),
     "skip_bad_rows": (True, ALL),
 }
@@ -96,6 +97,8 @@ def test_an_option_is_read_or_refused_naming_it(bert, method, option):
         ("tacl", "pack_documents", "--pack_documents cannot be used with TaCL: TaCL trains on sentence pairs"),
         ("mlm", "max_span_length", "--max_span_length shapes the spans of --masking span, not --masking token"),
         ("biphasic", "diagnostics_sentences", "how many sentences --diagnostics_steps probes; add --diagnostics_steps"),
+        ("mlm", "hold_encoder_steps", "does not read --hold_encoder_steps; only --method mae_lm does"),
+        ("mae_lm", "hold_encoder_steps", "this run starts from scratch, so there is nothing to hold"),
     ],
 )
 def test_the_refusal_says_why(bert, method, option, message):
@@ -118,6 +121,8 @@ MOOT = [
     ("mae_lm", {"model_name_or_path": "bert"}, {"model_size": "small"}, "--model_size sizes a model built from"),
     ("mae_lm", {"model_name_or_path": "bert"}, {"config_overrides": "decoder_num_hidden_layers=2"}, None),
     ("mae_lm", {"model_name_or_path": "mae_lm"}, {"config_overrides": "num_hidden_layers=1"}, "continues .* as it"),
+    ("mae_lm", {"model_name_or_path": "bert"}, {"hold_encoder_steps": 100}, None),
+    ("mae_lm", {"model_name_or_path": "bert"}, {"hold_encoder_steps": 0}, "must be a positive number of steps, got 0"),
     ("biphasic", {"from_causal_lm": "lm.gguf"}, {"model_size": "small"}, "--model_size sizes a model built from"),
     ("biphasic", {"from_causal_lm": "lm.gguf"}, {"tokenizer_name": "bert"}, "keeps the vocabulary of lm.gguf"),
     ("biphasic", {"from_causal_lm": "lm.gguf"}, {"vocab_size": 500}, "this run uses the tokenizer of lm.gguf"),

@@ -1,7 +1,7 @@
 """A run killed between checkpoints and resumed continues exactly: same losses, same final weights, the biphasic
-phase included; a checkpoint left half-written by the kill is never resumed from. A streamed run resumes from the
-stream's position saved in the checkpoint, with the batches and masks of the uninterrupted run and without reading
-again what it trained on."""
+phase and an encoder hold included; a checkpoint left half-written by the kill is never resumed from. A streamed run
+resumes from the stream's position saved in the checkpoint, with the batches and masks of the uninterrupted run and
+without reading again what it trained on."""
 
 import logging
 import os
@@ -67,6 +67,11 @@ def logged(trainer, key="loss") -> dict[int, float]:
     return {entry["step"]: entry[key] for entry in trainer.state.log_history if key in entry}
 
 
+def assert_same_weights(trainer, uninterrupted) -> None:
+    for (name, before), after in zip(uninterrupted.model.state_dict().items(), trainer.model.state_dict().values()):
+        assert torch.equal(before, after), name
+
+
 # Every family with token masking, and each word unit with two families (its masks read the packed word starts).
 @pytest.mark.parametrize(
     "method, masking",
@@ -100,10 +105,24 @@ def test_a_killed_run_resumes_exactly(method, masking, bert_init, tmp_path):
 
     # Steps 1-4 come back with the checkpoint's trainer state; 5 and 6 are trained again and must match exactly.
     assert logged(resumed) == logged(uninterrupted) and sorted(logged(resumed)) == list(range(1, MAX_STEPS + 1))
-    for (name, before), after in zip(uninterrupted.model.state_dict().items(), resumed.model.state_dict().values()):
-        assert torch.equal(before, after), name
+    assert_same_weights(resumed, uninterrupted)
     if method == "biphasic":
         assert set(logged(resumed, "clm_loss")) == {1, 2, 3} and set(logged(resumed, "mlm_loss")) == {4, 5, 6}
+
+
+@pytest.mark.parametrize("checkpoint_step", [2, 4])
+def test_a_run_resumed_inside_or_after_the_encoder_hold_continues_exactly(checkpoint_step, bert_init, tmp_path):
+    """MAE-LM continuing an encoder held for 3 steps (`--hold_encoder_steps`), resumed at step 2 (held) or 4."""
+    settings = dict(model_name_or_path=bert_init, hold_encoder_steps=3, max_documents=40, block_size=32)
+    args = PretrainArguments(method="mae_lm", **settings)
+    uninterrupted = build_trainer(args, training_arguments(tmp_path / "a"))
+    uninterrupted.train()
+    checkpoint = str(tmp_path / "a" / f"checkpoint-{checkpoint_step}")
+    resumed = build_trainer(args, training_arguments(tmp_path / "b"), resume_from_checkpoint=checkpoint)
+    resumed.train(resume_from_checkpoint=checkpoint)
+    assert logged(resumed) == logged(uninterrupted)
+    assert_same_weights(resumed, uninterrupted)
+    assert all(parameter.requires_grad for parameter in resumed.model.parameters())
 
 
 class SignalAt(TrainerCallback):
@@ -134,8 +153,7 @@ def test_a_preempted_run_saves_after_its_step_and_resumes_exactly(method, bert_i
     resumed = build_trainer(args, training_arguments(tmp_path / "b"), resume_from_checkpoint=checkpoint)
     resumed.train(resume_from_checkpoint=checkpoint)
     assert logged(resumed) == logged(uninterrupted)
-    for (name, before), after in zip(uninterrupted.model.state_dict().items(), resumed.model.state_dict().values()):
-        assert torch.equal(before, after), name
+    assert_same_weights(resumed, uninterrupted)
 
 
 def test_partial_checkpoints_are_skipped_and_named(tmp_path):
@@ -219,8 +237,7 @@ def test_a_streamed_run_resumes_from_the_stream_state_without_replay(
     if workers == 0:  # Trainer's replay would collate the batches it skips again (workers collate out of sight)
         assert got.collated == expected.collated - saved_at
     assert logged(resumed) == logged(uninterrupted)
-    for (name, before), after in zip(uninterrupted.model.state_dict().items(), resumed.model.state_dict().values()):
-        assert torch.equal(before, after), name
+    assert_same_weights(resumed, uninterrupted)
 
 
 def test_a_finished_streamed_run_continues_its_stream_with_more_steps(bert_init, tmp_path):
@@ -239,8 +256,7 @@ def test_a_finished_streamed_run_continues_its_stream_with_more_steps(bert_init,
     continued.train(resume_from_checkpoint=checkpoint)
 
     assert_same_batches(got.trained, expected.trained[SAVE_STEPS:])
-    for (name, before), after in zip(uninterrupted.model.state_dict().items(), continued.model.state_dict().values()):
-        assert torch.equal(before, after), name
+    assert_same_weights(continued, uninterrupted)
 
 
 def test_a_streamed_checkpoint_without_its_position_is_replayed_with_a_warning(bert_init, tmp_path, caplog):

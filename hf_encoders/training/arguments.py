@@ -131,6 +131,14 @@ class PretrainArguments:
             "is MAE-LM (the paper's default), 1 is standard MLM with a decoder."
         },
     )
+    hold_encoder_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "mae_lm from a pretrained encoder: hold the encoder (all but the word embeddings the LM head "
+            "shares) still for the first N steps, while the fresh decoder learns to read it. Without it, the "
+            "encoder collapses onto one vector within a few hundred steps."
+        },
+    )
     pack_documents: bool = field(
         default=False,
         metadata={

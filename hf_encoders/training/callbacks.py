@@ -14,6 +14,8 @@ config.json says what the model is, not what the run was doing when it was saved
   the model card; each checkpoint's model on a Hub branch of its own (`step-1000`).
 * `DiagnosticsCallback` (diagnostics.py): the papers' representation diagnostics on held-out sentences, every N steps.
 * `MaskingEpochCallback` (masking_epoch.py): tells a reproducible collator which epoch it masks.
+* `EncoderHoldCallback` (encoder_hold.py): holds a pretrained encoder still for the first N steps, while the fresh
+  decoder above it (MAE-LM continued from an encoder) learns to read it.
 
 `LossTermsCallback`, `TaclLossLoggingCallback`, `PerplexityCallback` and `ThroughputCallback` (0.2) measured through
 forward hooks; they are now settings of `PretrainingTrainer`, to which they pass themselves on (with a warning).
@@ -25,6 +27,7 @@ from transformers import TrainerCallback
 
 from ..errors import NonFiniteLossError
 from .diagnostics import DiagnosticsCallback, collapse
+from .encoder_hold import EncoderHoldCallback
 from .hub_callbacks import CheckpointBranchCallback, CompleteUploadCallback
 from .masking_epoch import MaskingEpochCallback
 from .measures import check_peak_tflops
@@ -36,6 +39,7 @@ __all__ = [
     "CheckpointBranchCallback",
     "CompleteUploadCallback",
     "DiagnosticsCallback",
+    "EncoderHoldCallback",
     "LossTermsCallback",
     "MaskingEpochCallback",
     "NonFiniteLossCallback",

@@ -3,6 +3,7 @@ pretrained BERT-family encoder (`--model_name_or_path`, dispatched on its model_
 
 from ...models.checkpoint_io import checkpoint_model_type
 from ...models.mae_lm import MaeLmConfig, MaeLmForMaskedLM
+from ..encoder_hold import EncoderHoldCallback, check_hold_steps
 from ..model_sizes import parse_config_overrides, sized_config_kwargs
 from .base import BertBlocksRecipe, Recipe
 
@@ -31,7 +32,7 @@ SIZES = {
 
 class MaeLmRecipe(BertBlocksRecipe):
     config_class = MaeLmConfig
-    options = (*Recipe.options, "pack_documents", "mask_in_encoder_fraction")
+    options = (*Recipe.options, "pack_documents", "mask_in_encoder_fraction", "hold_encoder_steps")
 
     def check_arguments(self, args) -> None:
         delta = args.mask_in_encoder_fraction
@@ -46,7 +47,18 @@ class MaeLmRecipe(BertBlocksRecipe):
                 "--config_overrides mask_in_encoder_fraction=...: δ is no longer a model config field but the "
                 "collator's masking decision; pass --mask_in_encoder_fraction instead."
             )
+        if args.hold_encoder_steps is not None:
+            check_hold_steps(args.hold_encoder_steps)
+            if not args.model_name_or_path:
+                raise ValueError(
+                    "--hold_encoder_steps holds a pretrained encoder still while the new decoder learns to read it; "
+                    "this run starts from scratch, so there is nothing to hold: give --model_name_or_path, or drop "
+                    "the option."
+                )
         super().check_arguments(args)
+
+    def callbacks(self, args):
+        return [] if args.hold_encoder_steps is None else [EncoderHoldCallback(args.hold_encoder_steps)]
 
     def build_collator(self, args, tokenizer):
         """δ, which [MASK]s stay in the encoder input, is decided in the collator, per masking unit."""
@@ -55,8 +67,12 @@ class MaeLmRecipe(BertBlocksRecipe):
         return collator
 
     def summary_lines(self, args) -> list[str]:
-        delta = f"- [MASK]s kept in the encoder input (δ): {args.mask_in_encoder_fraction:.0%}"
-        return [*super().summary_lines(args), delta]
+        lines = [f"- [MASK]s kept in the encoder input (δ): {args.mask_in_encoder_fraction:.0%}"]
+        if args.hold_encoder_steps is not None:
+            lines.append(
+                f"- encoder held still for the first {args.hold_encoder_steps} steps, while the decoder learned"
+            )
+        return [*super().summary_lines(args), *lines]
 
     def build_model(self, args, tokenizer):
         if args.model_name_or_path:

@@ -1,0 +1,60 @@
+"""`pretrain --method mae_lm --model_name_or_path ENCODER --hold_encoder_steps N`: the encoder, less the word embeddings
+its LM head shares, stays exactly where it started for N steps, weight decay included, while the decoder, the head and
+the embeddings train; then it trains too. Settings that cannot hold parameters are refused."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from hf_encoders import MaeLmForMaskedLM
+from hf_encoders.cli import main
+from hf_encoders.training.encoder_hold import check_parallelism
+from tests.tiny_models import save_tiny_bert
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_the_encoder_stays_where_it_started_until_the_hold_ends(tmp_path):
+    source = save_tiny_bert(tmp_path / "bert")
+    output = tmp_path / "held"
+    argv = ["pretrain", "--method", "mae_lm", "--model_name_or_path", source, "--hold_encoder_steps", "2"]
+    argv += ["--max_steps", "3", "--max_documents", "20", "--block_size", "32", "--per_device_train_batch_size", "2"]
+    # A large rate and weight decay: anything AdamW touched would move.
+    argv += ["--learning_rate", "1e-2", "--weight_decay", "0.1", "--save_strategy", "steps", "--save_steps", "1"]
+    argv += ["--report_to", "none", "--use_cpu", "true", "--output_dir", str(output)]
+    assert main(argv) == 0
+    start = MaeLmForMaskedLM.from_encoder(source).state_dict()
+    saved = {step: load_file(output / f"checkpoint-{step}" / "model.safetensors") for step in (1, 2, 3)}
+    held = [name for name in saved[1] if name.startswith("mae_lm.") and "word_embeddings" not in name]
+    free = [name for name in saved[1] if name not in held]
+    assert len(held) > 10 and any(name.startswith("decoder.") for name in free)
+    for step in (1, 2):
+        assert all(torch.equal(saved[step][name], start[name]) for name in held), f"the encoder moved by step {step}"
+    assert all(not torch.equal(saved[2][name], saved[1][name]) for name in free)
+    assert all(not torch.equal(saved[3][name], saved[2][name]) for name in held), "released at step 3"
+    assert "- encoder held still for the first 2 steps" in (output / "README.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (dict(fsdp=["full_shard"]), "FSDP's and DeepSpeed's flattened parameters do not allow"),
+        (dict(deepspeed="ds.json"), "FSDP's and DeepSpeed's flattened parameters do not allow"),
+        (dict(world_size=2, ddp_find_unused_parameters=False), "pass --ddp_find_unused_parameters true"),
+        (dict(world_size=2, gradient_checkpointing=True), "pass --ddp_find_unused_parameters true"),
+        (dict(world_size=2), None),  # Trainer's default: DDP looks for unused parameters
+        (dict(world_size=2, gradient_checkpointing=True, ddp_find_unused_parameters=True), None),
+    ],
+)
+def test_parallel_settings_that_cannot_hold_parameters_are_refused(settings, message):
+    defaults = dict(
+        fsdp=[], deepspeed=None, world_size=1, ddp_find_unused_parameters=None, gradient_checkpointing=False
+    )
+    args = SimpleNamespace(**{**defaults, **settings})
+    if message is None:
+        check_parallelism(args)
+    else:
+        with pytest.raises(ValueError, match=message):
+            check_parallelism(args)
