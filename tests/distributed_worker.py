@@ -11,7 +11,8 @@ tokenizer's vocabulary digest to `DIR/tokenizer/rank<R>.json`; builds an `mae_lm
 does not exist yet (`--tokenized_dir`), writing whether it built the cache and a digest of the blocks it read to
 `DIR/token_cache/rank<R>.json`; and trains `mlm` on a streamed corpus (`--streaming`), writing the documents of its
 part of the stream, the blocks it trained on and those it trained on again after resuming from a checkpoint to
-`DIR/streamed/rank<R>.json`. At the end every rank runs the CLI entry point
+`DIR/streamed/rank<R>.json`. After the methods, MAE-LM continues the BERT with its encoder held for half the steps and
+writes the weights when the hold ends and at the end to `DIR/held/rank<R>.pt`. At the end every rank runs the CLI entry point
 `hf-encoders pretrain --method tacl` and writes which post-training writers it called to `DIR/cli/rank<R>.json`.
 
 Then, for FSDP2, every rank shards a tiny model of each family as accelerate does with its `examples/fsdp*.json`
@@ -162,6 +163,31 @@ def train_one(method: str, init: str, output_dir: Path, rank: int) -> None:
         "ddp": ddp_registration(trainer),
     }
     (folder / f"rank{rank}.json").write_text(json.dumps(record, indent=1))
+
+
+class WeightsAfter(TrainerCallback):
+    """Keeps the model's weights as they are after optimizer step `step`."""
+
+    def __init__(self, step: int):
+        self.step, self.weights = step, None
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if state.global_step == self.step:
+            self.weights = final_state(model)
+
+
+def held_encoder(init: str, output_dir: Path, rank: int) -> None:
+    """MAE-LM continuing the tiny BERT with its encoder held for half the steps (`--hold_encoder_steps`), weight decay
+    on: the weights when the hold ends and at the end."""
+    arguments = PretrainArguments(
+        method="mae_lm", model_name_or_path=init, hold_encoder_steps=MAX_STEPS // 2, max_documents=40, block_size=32
+    )
+    trainer = build_trainer(arguments, training_arguments(output_dir / "held", ddp_backend="gloo", weight_decay=0.1))
+    after_hold = WeightsAfter(MAX_STEPS // 2)
+    trainer.add_callback(after_hold)
+    trainer.train()
+    weights = {"after_hold": after_hold.weights, "final": final_state(trainer.model)}
+    torch.save(weights, output_dir / "held" / f"rank{rank}.pt")
 
 
 def tokenizer_on_the_spot(init: str, output_dir: Path, rank: int) -> None:
@@ -396,6 +422,7 @@ def main() -> None:
         "token_cache",
         "streamed",
         "cli",
+        "held",
         *options.methods.split(","),
         *(f"fsdp-{name}" for name in FSDP_CONFIGS),
     ]:
@@ -406,6 +433,7 @@ def main() -> None:
     for method in options.methods.split(","):
         train_one(method, options.model_name_or_path, output_dir, rank)
         print(f"rank {rank}: {method} done", flush=True)
+    held_encoder(options.model_name_or_path, output_dir, rank)
     for method in FSDP_CONFIGS:
         fsdp_one(method, output_dir, rank)
     cli_pretrain(options.model_name_or_path, output_dir, rank)

@@ -12,7 +12,8 @@ registered for gradient reduction. The tests then check that
 * the biphasic objective switches from CLM to MLM on the same step on both ranks (the objective each forward
   actually ran with is recorded);
 * the 2-process run equals a 1-process run of the same global batch (see
-  `test_two_processes_match_one_process_with_the_same_global_batch`).
+  `test_two_processes_match_one_process_with_the_same_global_batch`);
+* MAE-LM's encoder held still (`--hold_encoder_steps`) gets no update under DDP, weight decay on, until the hold ends.
 
 FSDP2 (`fully_shard`, which gloo supports on CPU) on each family as its `examples/fsdp*.json` configures it: the
 layers accelerate wraps are the model's layer classes, ranks end equal and equal to one process on the whole batch, TaCL's
@@ -38,6 +39,7 @@ import pytest
 import torch
 from transformers import BertModel
 
+from hf_encoders import MaeLmForMaskedLM
 from hf_encoders.data.corpus import load_documents
 from hf_encoders.training.pretrain import build_trainer
 from tests.distributed_worker import (
@@ -233,6 +235,18 @@ def test_each_rank_streams_its_own_part_of_the_corpus(ddp_runs):
         # and, resumed from step 2, goes on from its own position: steps 3 and 4 (2 rows each) again
         assert record["trained_after_resuming"] == record["trained"][2 * 2 :]
     assert not {tuple(block) for block in ranks[0]["trained"]} & {tuple(block) for block in ranks[1]["trained"]}
+
+
+def test_ddp_holds_the_encoder_exactly_still_then_trains_it(bert_init, ddp_runs):
+    """Held parameters are unused in DDP's eyes: had DDP handed them zero gradients, AdamW's weight decay would move
+    them during the hold."""
+    start = MaeLmForMaskedLM.from_encoder(bert_init).state_dict()
+    held = [name for name in start if name.startswith("mae_lm.") and "word_embeddings" not in name]
+    ranks = [torch.load(ddp_runs / "held" / f"rank{rank}.pt") for rank in RANKS]
+    for weights in ranks:
+        assert all(torch.equal(weights["after_hold"][name], start[name]) for name in held)
+        assert sum(not torch.equal(weights["final"][name], start[name]) for name in held) > len(held) / 2
+    torch.testing.assert_close(ranks[0]["final"], ranks[1]["final"], rtol=0, atol=0)
 
 
 def test_a_tokenizer_trained_on_the_spot_is_the_same_on_every_rank(ddp_runs):
