@@ -1,17 +1,19 @@
 """`pretrain --method mae_lm --model_name_or_path ENCODER --hold_encoder_steps N`: the encoder, less the word embeddings
 its LM head shares, stays exactly where it started for N steps, weight decay included, while the decoder, the head and
-the embeddings train; then it trains too. Settings that cannot hold parameters are refused."""
+the embeddings train; then it trains too. `EncoderHoldCallback` in a plain Trainer leaves what the user froze frozen.
+Settings that cannot hold parameters are refused."""
 
 from types import SimpleNamespace
 
 import pytest
 import torch
 from safetensors.torch import load_file
+from transformers import Trainer, TrainingArguments
 
-from hf_encoders import MaeLmForMaskedLM
+from hf_encoders import EncoderHoldCallback, MaeLmForMaskedLM
 from hf_encoders.cli import main
 from hf_encoders.training.encoder_hold import check_parallelism
-from tests.tiny_models import save_tiny_bert
+from tests.tiny_models import counting_batch, save_tiny_bert, tiny_mae_lm_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -35,6 +37,32 @@ def test_the_encoder_stays_where_it_started_until_the_hold_ends(tmp_path):
     assert all(not torch.equal(saved[2][name], saved[1][name]) for name in free)
     assert all(not torch.equal(saved[3][name], saved[2][name]) for name in held), "released at step 3"
     assert "- encoder held still for the first 2 steps" in (output / "README.md").read_text()
+
+
+def test_in_a_plain_trainer_a_run_shorter_than_the_hold_leaves_the_user_frozen_layer_frozen(tmp_path):
+    torch.manual_seed(0)
+    model = MaeLmForMaskedLM(tiny_mae_lm_config())
+    frozen = list(model.mae_lm.layers[0].parameters())
+    for parameter in frozen:
+        parameter.requires_grad_(False)  # the user's own choice: it must outlive the hold
+    batch = counting_batch("mae_lm", torch.Generator().manual_seed(0))
+    rows = [{key: value[index] for key, value in batch.items()} for index in range(len(batch["input_ids"]))]
+    before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    arguments = TrainingArguments(
+        output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=4, learning_rate=1e-2, weight_decay=0.1,
+        report_to="none", use_cpu=True, save_strategy="no", disable_tqdm=True,
+    )  # fmt: skip
+    Trainer(model=model, args=arguments, train_dataset=rows, callbacks=[EncoderHoldCallback(5)]).train()
+    after = model.state_dict()
+    encoder = [name for name in after if name.startswith("mae_lm.") and "word_embeddings" not in name]
+    assert all(torch.equal(after[name], before[name]) for name in encoder)
+    decoder = [name for name in after if name.startswith("decoder.layers.")]
+    assert all(not torch.equal(after[name], before[name]) for name in decoder)
+    # Released at the end, as the model was given: trainable but for the layer the user froze.
+    assert not any(parameter.requires_grad for parameter in frozen)
+    assert sum(parameter.requires_grad for parameter in model.parameters()) == len(list(model.parameters())) - len(
+        frozen
+    )
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,10 @@ from transformers import TrainerCallback
 
 
 def held_parameters(model) -> list:
-    """The encoder's parameters, less the input embeddings an LM head may share."""
+    """The encoder's trainable parameters, less the input embeddings an LM head may share. Those frozen already (by
+    the user, by PEFT) are left out, so that the release does not unfreeze them."""
     embeddings = model.get_input_embeddings().weight
-    return [parameter for parameter in model.base_model.parameters() if parameter is not embeddings]
+    return [p for p in model.base_model.parameters() if p.requires_grad and p is not embeddings]
 
 
 class EncoderHoldCallback(TrainerCallback):
