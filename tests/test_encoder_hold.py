@@ -3,6 +3,7 @@ its LM head shares, stays exactly where it started for N steps, weight decay inc
 the embeddings train; then it trains too. `EncoderHoldCallback` in a plain Trainer leaves what the user froze frozen.
 Settings that cannot hold parameters are refused."""
 
+import logging
 from types import SimpleNamespace
 
 import pytest
@@ -18,7 +19,7 @@ from tests.tiny_models import counting_batch, save_tiny_bert, tiny_mae_lm_config
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def test_the_encoder_stays_where_it_started_until_the_hold_ends(tmp_path):
+def test_the_encoder_stays_where_it_started_until_the_hold_ends(tmp_path, caplog):
     source = save_tiny_bert(tmp_path / "bert")
     output = tmp_path / "held"
     argv = ["pretrain", "--method", "mae_lm", "--model_name_or_path", source, "--hold_encoder_steps", "2"]
@@ -26,7 +27,8 @@ def test_the_encoder_stays_where_it_started_until_the_hold_ends(tmp_path):
     # A large rate and weight decay: anything AdamW touched would move.
     argv += ["--learning_rate", "1e-2", "--weight_decay", "0.1", "--save_strategy", "steps", "--save_steps", "1"]
     argv += ["--report_to", "none", "--use_cpu", "true", "--output_dir", str(output)]
-    assert main(argv) == 0
+    with caplog.at_level(logging.WARNING):
+        assert main(argv) == 0
     start = MaeLmForMaskedLM.from_encoder(source).state_dict()
     saved = {step: load_file(output / f"checkpoint-{step}" / "model.safetensors") for step in (1, 2, 3)}
     held = [name for name in saved[1] if name.startswith("mae_lm.") and "word_embeddings" not in name]
@@ -37,9 +39,10 @@ def test_the_encoder_stays_where_it_started_until_the_hold_ends(tmp_path):
     assert all(not torch.equal(saved[2][name], saved[1][name]) for name in free)
     assert all(not torch.equal(saved[3][name], saved[2][name]) for name in held), "released at step 3"
     assert "- encoder held still for the first 2 steps" in (output / "README.md").read_text()
+    assert "The encoder is held still until step 2" in caplog.text and "Step 2: the encoder is released" in caplog.text
 
 
-def test_in_a_plain_trainer_a_run_shorter_than_the_hold_leaves_the_user_frozen_layer_frozen(tmp_path):
+def test_in_a_plain_trainer_a_run_shorter_than_the_hold_warns_and_leaves_the_user_frozen_layer_frozen(tmp_path, caplog):
     torch.manual_seed(0)
     model = MaeLmForMaskedLM(tiny_mae_lm_config())
     frozen = list(model.mae_lm.layers[0].parameters())
@@ -52,7 +55,11 @@ def test_in_a_plain_trainer_a_run_shorter_than_the_hold_leaves_the_user_frozen_l
         output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=4, learning_rate=1e-2, weight_decay=0.1,
         report_to="none", use_cpu=True, save_strategy="no", disable_tqdm=True,
     )  # fmt: skip
-    Trainer(model=model, args=arguments, train_dataset=rows, callbacks=[EncoderHoldCallback(5)]).train()
+    with caplog.at_level(logging.WARNING):
+        Trainer(model=model, args=arguments, train_dataset=rows, callbacks=[EncoderHoldCallback(5)]).train()
+    assert "held for 5 steps, the whole run (2 steps): only the decoder, the LM head and the word embeddings" in (
+        caplog.text
+    )
     after = model.state_dict()
     encoder = [name for name in after if name.startswith("mae_lm.") and "word_embeddings" not in name]
     assert all(torch.equal(after[name], before[name]) for name in encoder)

@@ -125,6 +125,22 @@ def test_a_run_resumed_inside_or_after_the_encoder_hold_continues_exactly(checkp
     assert all(parameter.requires_grad for parameter in resumed.model.parameters())
 
 
+def test_resuming_a_held_run_without_its_hold_is_refused_and_another_length_warned(bert_init, tmp_path, caplog):
+    settings = dict(model_name_or_path=bert_init, max_documents=40, block_size=32)
+    build_trainer(
+        PretrainArguments(method="mae_lm", hold_encoder_steps=3, **settings),
+        training_arguments(tmp_path / "a", max_steps=2),
+    ).train()
+    checkpoint = str(tmp_path / "a" / "checkpoint-2")
+    unheld = PretrainArguments(method="mae_lm", **settings)
+    with pytest.raises(ValueError, match="held its encoder for the first 3 steps; pass --hold_encoder_steps 3 again"):
+        build_trainer(unheld, training_arguments(tmp_path / "b"), resume_from_checkpoint=checkpoint)
+    longer = PretrainArguments(method="mae_lm", hold_encoder_steps=5, **settings)
+    with caplog.at_level(logging.WARNING):
+        build_trainer(longer, training_arguments(tmp_path / "b"), resume_from_checkpoint=checkpoint)
+    assert "held its encoder for 3 steps; this run holds it for 5" in caplog.text
+
+
 class SignalAt(TrainerCallback):
     """Sends this process SIGTERM during optimizer step `step`, as SLURM or a preemptible cloud would."""
 

@@ -3,7 +3,7 @@ pretrained BERT-family encoder (`--model_name_or_path`, dispatched on its model_
 
 from ...models.checkpoint_io import checkpoint_model_type
 from ...models.mae_lm import MaeLmConfig, MaeLmForMaskedLM
-from ..encoder_hold import EncoderHoldCallback, check_hold_steps
+from ..encoder_hold import EncoderHoldCallback, check_hold_steps, check_resumed_hold
 from ..model_sizes import parse_config_overrides, sized_config_kwargs
 from .base import BertBlocksRecipe, Recipe
 
@@ -56,6 +56,9 @@ class MaeLmRecipe(BertBlocksRecipe):
                     "the option."
                 )
         super().check_arguments(args)
+
+    def check_resume(self, args, checkpoint: str) -> None:
+        check_resumed_hold(args.hold_encoder_steps, checkpoint)
 
     def callbacks(self, args):
         return [] if args.hold_encoder_steps is None else [EncoderHoldCallback(args.hold_encoder_steps)]
