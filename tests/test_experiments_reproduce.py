@@ -120,7 +120,7 @@ def test_t1_from_a_trained_head_continues_b1s_mlm_arm_with_and_without_the_contr
 
 def test_an_evaluate_grid_that_grew_runs_again_and_one_that_did_not_is_skipped(runner, monkeypatch):
     """evaluate itself skips the runs it finished (results.jsonl); the script must call it again when the grid has
-    more rates or seeds than the results.json it left, and not when the grid is the same."""
+    more models, rates or seeds than the results.json it left, and not when the grid is the same."""
     calls = []
 
     def evaluating(command, check, env):
@@ -128,18 +128,31 @@ def test_an_evaluate_grid_that_grew_runs_again_and_one_that_did_not_is_skipped(r
         output = Path(command[command.index("--output_dir") + 1])
         rates = command[command.index("--learning_rates") + 1].split(",")
         seeds = len(command[command.index("--seeds") + 1].split(","))
-        cell = {"validation_by_rate": {str(float(rate)): [50.0] * seeds for rate in rates}}
+        models = command[command.index("evaluate") + 1 : command.index("--task")]
+        cells = [
+            {"model": model, "validation_by_rate": {str(float(rate)): [50.0] * seeds for rate in rates}}
+            for model in models
+        ]
         output.mkdir(parents=True, exist_ok=True)
-        (output / "results.json").write_text(json.dumps({"cells": [cell, cell]}))
+        (output / "results.json").write_text(json.dumps({"cells": cells}))
         return subprocess.CompletedProcess(command, 0)
 
     monkeypatch.setattr(reproduce.subprocess, "run", evaluating)
     runner.settings.finetune_steps = 75
-    models = {"a": runner.root / "a"}
-    for rates, seeds in [((1e-4, 1e-3), 2), ((1e-4, 1e-3), 2), ((1e-4, 1e-3, 1e-2), 2), ((1e-4, 1e-3, 1e-2), 3)]:
+    one, two = {"a": runner.root / "a"}, {"a": runner.root / "a", "b": runner.root / "b"}
+    grids = [(one, (1e-4, 1e-3), 2), (one, (1e-4, 1e-3), 2), (one, (1e-4, 1e-3, 1e-2), 2)]
+    grids += [(one, (1e-4, 1e-3, 1e-2), 3), (two, (1e-4, 1e-3, 1e-2), 3), (two, (1e-4, 1e-3, 1e-2), 3)]
+    for models, rates, seeds in grids:
         runner.evaluate("grid", models, kinds=["sc"], learning_rates=rates, seeds=seeds)
-    ran = [(c[c.index("--learning_rates") + 1], c[c.index("--seeds") + 1]) for c in calls]
-    assert ran == [("0.0001,0.001", "0,1"), ("0.0001,0.001,0.01", "0,1"), ("0.0001,0.001,0.01", "0,1,2")]
+    ran = [
+        (c[c.index("--learning_rates") + 1], c[c.index("--seeds") + 1], c.count(str(runner.root / "b"))) for c in calls
+    ]
+    assert ran == [
+        ("0.0001,0.001", "0,1", 0),
+        ("0.0001,0.001,0.01", "0,1", 0),
+        ("0.0001,0.001,0.01", "0,1,2", 0),
+        ("0.0001,0.001,0.01", "0,1,2", 1),
+    ]
 
 
 def test_b2_at_equal_budget_continues_b1s_clm_and_mlm_arms_alike_with_mlm(b1_runner, calls):
