@@ -7,7 +7,10 @@ For each MAE-LM pre-training checkpoint (encoder, decoder and LM head), on block
   much the decoder reads the encoder; a decoder that predicts from positions and the [MASK] embedding alone (the
   decoder "taking over") leaves the encoder nothing to learn;
 - the share of the loss's gradient norm that reaches the encoder's layers: with δ = 0 the encoder reaches the loss
-  only through the decoder's attention (no residual path at a masked position), so its share is far smaller.
+  only through the decoder's attention (no residual path at a masked position), so its share is far smaller;
+- the masked-LM loss with half the [MASK]s kept in the encoder input (δ = 0.5), at those the encoder saw and at those
+  it did not: one decoder, one budget, so the gap is what the encoder's own state at a masked position is worth against
+  the context the decoder gathers from the kept tokens alone.
 """
 
 import json
@@ -34,9 +37,11 @@ def probe(checkpoint: Path, texts: list[str], blocks: int = 64, length: int = 12
     labels = input_ids.masked_fill(~masked, -100)
     corrupted = input_ids.masked_fill(masked, tokenizer.mask_token_id)
     model(corrupted, labels=labels).loss.backward()
+    seen = (torch.rand(input_ids.shape, generator=generator) < 0.5) & masked
     with torch.no_grad():
         states = model.mae_lm(input_ids).last_hidden_state.flatten(0, 1).double()
         loss = model(corrupted, labels=labels).loss.item()
+        seen_loss, unseen_loss = losses_by_encoder_view(model, corrupted, labels, seen)
         model.encode_compacted = mean_states(model.encode_compacted)
         ablated_loss = model(corrupted, labels=labels).loss.item()
     mean = states.mean(0)
@@ -47,7 +52,18 @@ def probe(checkpoint: Path, texts: list[str], blocks: int = 64, length: int = 12
         "masked_lm_loss": loss,
         "masked_lm_loss_encoder_ablated": ablated_loss,
         "encoder_gradient_share": gradient_share(model, "mae_lm.layers."),
+        "masked_lm_loss_seen_by_encoder": seen_loss,
+        "masked_lm_loss_unseen_by_encoder": unseen_loss,
     }
+
+
+def losses_by_encoder_view(model, corrupted, labels, seen) -> tuple[float, float]:
+    """The masked-LM loss at the labelled positions whose [MASK] stays in the encoder input (`seen`), and at the
+    others, in one forward."""
+    logits = model(corrupted, masks_in_encoder=seen).logits
+    losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels, reduction="none")
+    labelled = labels != -100
+    return losses[labelled & seen].mean().item(), losses[labelled & ~seen].mean().item()
 
 
 def gradient_share(model, prefix: str) -> float:

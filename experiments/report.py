@@ -484,10 +484,16 @@ def probe_lines(root: Path, sweep: str) -> list[str]:
             f"{p['masked_lm_loss']:.3f}",
             f"{p['masked_lm_loss_encoder_ablated']:.3f}",
             f"{p['encoder_gradient_share']:.2g}",
+            *(f"{p[key]:.3f}" if key in p else "" for key in VIEW_KEYS),
         ]
         for name, p in json.loads(path.read_text()).items()
     ]
-    return [*markdown_table([*header, "encoder's gradient share"], rows), ""]
+    views = ["MLM loss, δ = 0.5 input: [MASK]s the encoder saw", "… and those it did not"]
+    return [*markdown_table([*header, "encoder's gradient share", *views], rows), ""]
+
+
+# mae_lm_probe.py's loss split by whether the encoder saw the [MASK] (half of them kept in its input).
+VIEW_KEYS = ("masked_lm_loss_seen_by_encoder", "masked_lm_loss_unseen_by_encoder")
 
 
 def collapsed_sweep_lines(root: Path) -> list[str]:

@@ -545,3 +545,32 @@ def test_the_masking_sweep_compares_span_with_token_masking_and_lists_mae_lm_on_
     assert "| mae_lm | whole_word | 20 | 6.100 (-0.10) |  | 0.500 | 7 |  |  |" in section
     # An interval reaching past the scores' range 0-100 is shown within it.
     assert report.interval(SimpleNamespace(mean=99.0, confidence_interval=(97.0, 101.0))) == "99.0 [97.0, 100.0]"
+
+
+def test_the_probe_splits_the_loss_by_whether_the_encoder_saw_the_mask_and_the_halves_match_the_models_loss():
+    import mae_lm_probe
+    import torch
+
+    from hf_encoders import MaeLmForMaskedLM
+    from tests.tiny_models import MASK_TOKEN_ID, counting_batch, tiny_mae_lm_config
+
+    torch.manual_seed(0)
+    model = MaeLmForMaskedLM(tiny_mae_lm_config()).eval()
+    batch = counting_batch("mae_lm", torch.Generator().manual_seed(0))
+    labels = batch["labels"]
+    masked = labels != -100
+    corrupted = batch["input_ids"].masked_fill(masked, MASK_TOKEN_ID)
+    with torch.no_grad():
+        # Every [MASK] seen, or none: the labelled half is the model's own loss of that input, the other half empty.
+        every = model(corrupted, labels=labels, masks_in_encoder=masked).loss.item()
+        none = model(corrupted, labels=labels).loss.item()
+        seen, unseen = mae_lm_probe.losses_by_encoder_view(model, corrupted, labels, masked)
+        assert seen == pytest.approx(every, rel=1e-5) and unseen != unseen  # the mean of nothing is NaN
+        seen, unseen = mae_lm_probe.losses_by_encoder_view(model, corrupted, labels, torch.zeros_like(masked))
+        assert unseen == pytest.approx(none, rel=1e-5)
+        # Half and half: the two means, weighted by their counts, make the loss of that mixed input.
+        half = masked & (torch.arange(masked.shape[1]) % 2 == 0)
+        seen, unseen = mae_lm_probe.losses_by_encoder_view(model, corrupted, labels, half)
+        mixed = model(corrupted, labels=labels, masks_in_encoder=half).loss.item()
+        count = half.sum().item()
+        assert (seen * count + unseen * (masked.sum().item() - count)) / masked.sum().item() == pytest.approx(mixed)
