@@ -27,6 +27,7 @@ from hf_encoders.models.mae_lm import MaeLmForMaskedLM
 def probe(checkpoint: Path, texts: list[str], blocks: int = 64, length: int = 128, seed: int = 0) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(checkpoint)
     model = MaeLmForMaskedLM.from_pretrained(checkpoint).eval()
+    model.compact_eval_logits = True  # only losses are read: the vocabulary is projected at labelled positions only
     ids = tokenizer("\n\n".join(texts), add_special_tokens=False)["input_ids"][: blocks * (length - 2)]
     rows = torch.tensor(ids).view(-1, length - 2)
     cls, sep = torch.full((len(rows), 1), tokenizer.cls_token_id), torch.full((len(rows), 1), tokenizer.sep_token_id)
@@ -58,12 +59,15 @@ def probe(checkpoint: Path, texts: list[str], blocks: int = 64, length: int = 12
 
 
 def losses_by_encoder_view(model, corrupted, labels, seen) -> tuple[float, float]:
-    """The masked-LM loss at the labelled positions whose [MASK] stays in the encoder input (`seen`), and at the
-    others, in one forward."""
-    logits = model(corrupted, masks_in_encoder=seen).logits
-    losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels, reduction="none")
+    """The model's masked-LM loss at the labelled positions whose [MASK] stays in the encoder input (`seen`), and at
+    the others (NaN for a half without one), one forward per half."""
     labelled = labels != -100
-    return losses[labelled & seen].mean().item(), losses[labelled & ~seen].mean().item()
+    return tuple(
+        model(corrupted, labels=labels.masked_fill(~half, -100), masks_in_encoder=seen).loss.item()
+        if (half & labelled).any()
+        else float("nan")
+        for half in (seen, ~seen)
+    )
 
 
 def gradient_share(model, prefix: str) -> float:

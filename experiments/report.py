@@ -632,10 +632,8 @@ def m_pretrained(root: Path, figures: Path):
 
 def held_steps(root: Path, run: str) -> int | None:
     """The steps `pretrain --hold_encoder_steps` held the run's encoder still, from its model card."""
-    card = (
-        (root / "pretrain" / run / "README.md").read_text() if (root / "pretrain" / run / "README.md").exists() else ""
-    )
-    found = re.search(r"encoder held still for the first (\d+) steps", card)
+    card = root / "pretrain" / run / "README.md"
+    found = card.exists() and re.search(r"encoder held still for the first (\d+) steps", card.read_text())
     return int(found.group(1)) if found else None
 
 
