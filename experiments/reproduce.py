@@ -38,9 +38,10 @@ DELTAS = (1.0, 0.5, 0.0)
 # the unigram plateau within 400 steps (REPORT.md, M), so the claims are tested at 3e-4.
 MAE_LM_SWEEPS = {"m": 3e-4, "m_lr1e-3": 1e-3}
 # M-pretrained: a fresh decoder on a pretrained encoder. Unheld, the encoder collapses onto one vector within 300
-# steps; held, the decoder alone takes well over 1,000 steps to read it (scan/SCAN.md, sections 8 and 9). 2e-4 is the
-# paper's peak rate for its base model.
-MP_HOLD_SHARE = 0.5
+# steps; held, the decoder alone takes well over 1,000 steps to read it (scan/SCAN.md, sections 8 and 9). The hold is
+# the decoder's start, not a share of the run: a longer run trains the two together for longer (half a shorter run).
+# 2e-4 is the paper's peak rate for its base model.
+MP_HOLD_STEPS = 1500
 MP_LEARNING_RATE = 2e-4
 PHASES = {"clm_then_mlm": "clm:0.25,mlm:0.75", "mlm_only": "mlm:1.0", "clm_only": "clm:1.0"}
 # Fine-tuning seeds per experiment: 3 for every claim's headline numbers (their 95% intervals); M is fine-tuned only
@@ -69,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--mae-lm-continue-steps",
         type=int,
         default=3000,
-        help="steps of M-pretrained's arms, the encoder held for the first half (MP_HOLD_SHARE)",
+        help="steps of M-pretrained's arms, the encoder held for the first MP_HOLD_STEPS (at most half)",
     )
     parser.add_argument("--cpt-steps", type=int, default=20, help="steps of B2's two 135M-parameter arms")
     parser.add_argument("--seed", type=int, default=0, help="pre-training seed of every arm")
@@ -299,11 +300,12 @@ def m_pretrained(runner: Runner) -> None:
 
 def mp_arm(runner: Runner, delta: float) -> Path:
     """One arm of M-pretrained (a function of its own, so that its arms can run side by side). The encoder is held
-    still for the first MP_HOLD_SHARE of the steps (`--hold_encoder_steps`), every arm alike."""
+    still for the first MP_HOLD_STEPS, at most half the run (`--hold_encoder_steps`), every arm alike."""
     base, steps = minilm_path(), runner.settings.mae_lm_continue_steps
+    hold = min(MP_HOLD_STEPS, steps // 2)
     return runner.pretrain(
         f"mp_delta_{delta}", "--method", "mae_lm", "--model_name_or_path", base, "--tokenizer_name", base,
-        "--mask_in_encoder_fraction", str(delta), "--hold_encoder_steps", str(int(steps * MP_HOLD_SHARE)),
+        "--mask_in_encoder_fraction", str(delta), "--hold_encoder_steps", str(hold),
         steps=steps, learning_rate=MP_LEARNING_RATE, evaluations=10,
     )  # fmt: skip
 

@@ -177,18 +177,19 @@ def test_b2_at_equal_budget_continues_b1s_clm_and_mlm_arms_alike_with_mlm(b1_run
     assert evaluate[evaluate.index("--learning_rates") + 1] == "0.001,0.003"
 
 
-def test_m_pretrained_holds_every_arms_encoder_for_the_first_half_and_differs_only_in_delta(
-    b1_runner, calls, monkeypatch
+@pytest.mark.parametrize("steps,held", [(1000, "500"), (3000, "1500"), (6000, "1500")])
+def test_m_pretrained_holds_every_arms_encoder_for_1500_steps_at_most_half_and_differs_only_in_delta(
+    b1_runner, calls, monkeypatch, steps, held
 ):
     monkeypatch.setattr(reproduce, "minilm_path", lambda: "minilm")
     monkeypatch.setattr(b1_runner, "probe", lambda name, models: calls.append(("probe", *map(str, models.values()))))
-    b1_runner.settings.mae_lm_continue_steps = 3000
+    b1_runner.settings.mae_lm_continue_steps = steps
     reproduce.m_pretrained(b1_runner)
     *arms, analyze, probe, evaluate = calls
     assert len(arms) == 3
     for arm in arms:
         option = {name: arm[arm.index(name) + 1] for name in ("--max_steps", "--hold_encoder_steps", "--eval_steps")}
-        assert option == {"--max_steps": "3000", "--hold_encoder_steps": "1500", "--eval_steps": "300"}
+        assert option == {"--max_steps": str(steps), "--hold_encoder_steps": held, "--eval_steps": str(steps // 10)}
         assert arm[arm.index("--model_name_or_path") + 1] == "minilm"
     folders = [str(b1_runner.root / "pretrain" / f"mp_delta_{delta}") for delta in ("1.0", "0.5", "0.0")]
     assert [[a for a in arm if a not in arms[0]] for arm in arms[1:]] == [["0.5", folders[1]], ["0.0", folders[2]]]
