@@ -590,7 +590,7 @@ def m_pretrained(root: Path, figures: Path):
         "states, every layer), with a new decoder and LM head (MiniLM has no MLM head); "
         f"{' / '.join(str(trained_steps(root, f'mp_{label}')) for label in DELTA_LABELS)} steps (δ = 0 / 0.5 / 1), "
         f"{held_text(root, list(arms.values()))}, at a peak rate of "
-        f"{peak_rate(root, 'mp_delta_0.0'):g}, batch 16, one seed. "
+        f"{peak_rate(root, 'mp_delta_0.0'):.2g}, batch 16, one seed. "
         "The rules are M1's and M2's above; both are void unless every arm's validation loss is at least "
         f"{LEARNING_MARGIN} nats below the unigram entropy of the corpus in MiniLM's vocabulary ({entropy:.2f} nats). "
         "Scores are means ± std over the fine-tuning seeds.",
@@ -647,6 +647,7 @@ def held_text(root: Path, runs: list[str]) -> str:
 
 
 def peak_rate(root: Path, run: str) -> float:
+    """The largest logged learning rate: the peak to the logging's resolution (print it to 2 significant digits)."""
     history = json.loads((root / "pretrain" / run / "log_history.json").read_text())
     return max(entry.get("learning_rate", 0.0) for entry in history)
 

@@ -307,7 +307,7 @@ def fake_mp_runs(root: Path, losses: dict[str, float]) -> None:
     (root / "analysis" / "mp" / "report.json").write_text(json.dumps({"models": models}))
     for label, loss in losses.items():
         (root / "pretrain" / f"mp_{label}").mkdir(parents=True)
-        history = [{"loss": 9.0, "learning_rate": 2e-4, "step": 10}, {"eval_loss": loss, "step": 20}]
+        history = [{"loss": 9.0, "learning_rate": 1.99333e-4, "step": 10}, {"eval_loss": loss, "step": 20}]
         (root / "pretrain" / f"mp_{label}" / "log_history.json").write_text(json.dumps(history))
         card = "## Training\n- [MASK]s kept in the encoder input (δ): 0%\n- encoder held still for the first 10 steps"
         (root / "pretrain" / f"mp_{label}" / "README.md").write_text(card)
