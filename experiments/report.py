@@ -583,6 +583,7 @@ def m_pretrained(root: Path, figures: Path):
     evaluated = all(f"mp_{label}" in table for label in DELTA_LABELS)
     arms = {f"δ = {label.removeprefix('delta_')}": f"mp_{label}" for label in DELTA_LABELS}
     rows = pretrained_rows(models, table if evaluated else {}, losses, entropy)
+    cells = pooled_cells([root], "mp", {f"mp_{label}": label for label in DELTA_LABELS}) if evaluated else {}
     section = [
         "## M1, M2 from a pretrained start — all-MiniLM-L6-v2 continued as MAE-LM with δ = 0, 0.5, 1",
         "",
@@ -593,7 +594,7 @@ def m_pretrained(root: Path, figures: Path):
         f"{peak_rate(root, 'mp_delta_0.0'):.2g}, batch 16, one seed. "
         "The rules are M1's and M2's above; both are void unless every arm's validation loss is at least "
         f"{LEARNING_MARGIN} nats below the unigram entropy of the corpus in MiniLM's vocabulary ({entropy:.2f} nats). "
-        "Scores are means ± std over the fine-tuning seeds.",
+        "Scores: mean and 95% confidence interval over the fine-tuning seeds.",
         "",
         *markdown_table(
             [
@@ -611,7 +612,7 @@ def m_pretrained(root: Path, figures: Path):
                     model["effective_rank"],
                     model["effective_rank_with_mask"],
                     "[" + ", ".join(f"{v:.2f}" for v in model["self_similarity"]) + "]",
-                    *score_cells(table, f"mp_{label}", KINDS),
+                    *(interval(cells[label, kind]) if (label, kind) in cells else "" for kind in KINDS),
                 ]
                 for label, model in models.items()
             ],

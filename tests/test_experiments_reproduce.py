@@ -335,11 +335,22 @@ def test_pretrained_mae_lm_verdicts_count_only_arms_below_the_unigram_entropy(tm
             for label, score in (("delta_0.0", 0.7), ("delta_0.5", 0.6), ("delta_1.0", 0.5))
             for kind in report.KINDS
         ]
+        # evaluate's runs: δ = 0 scores 70, 71, 72 on sc's test split over three seeds (mean 71, std 1).
+        records = [
+            {"model": str(root / "pretrain" / "mp_delta_0.0"), "task": f"sc:{root}/tasks/sc", "kind": "sc"}
+            | {"learning_rate": 1e-4, "seed": seed, "status": "finished"}
+            | {"validation": {"accuracy": 0.5}, "test": {"accuracy": 0.70 + 0.01 * seed}}
+            for seed in range(3)
+        ]
         (root / "evaluate" / "mp").mkdir(parents=True)
         (root / "evaluate" / "mp" / "results.json").write_text(json.dumps({"cells": cells}))
+        (root / "evaluate" / "mp" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
         rows, section = report.m_pretrained(root, tmp_path / "figures")
         assert rows.splitlines()[1].endswith("mean downstream 0.700 / 0.600 / 0.500 | reproduced |")
-        assert any(line.startswith("| delta_0.0 | 0.500 |") and line.endswith("| 0.7 ± 0.01 |") for line in section)
+        low, high = scipy.stats.t.interval(0.95, 2, loc=71.0, scale=scipy.stats.sem([70.0, 71.0, 72.0]))
+        sc = f"| 71.0 [{low:.1f}, {high:.1f}] |"
+        assert any(line.startswith("| delta_0.0 | 0.500 |") and sc in line for line in section)
+        assert "Scores: mean and 95% confidence interval over the fine-tuning seeds." in "\n".join(section)
     else:
         void = f"| void: δ = 0.5 ({entropy - stuck_loss:.2f}) not 0.5 nats below the unigram entropy ({entropy:.2f}) |"
         assert m1_row.endswith(void) and m2_row.endswith(void)
