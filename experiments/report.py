@@ -5,7 +5,6 @@ import collections
 import functools
 import json
 import os
-import re
 import shutil
 import statistics
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from hf_encoders.analysis.unigram import token_counts
 from hf_encoders.analysis.unigram import unigram_entropy as entropy_of
 from hf_encoders.evaluation.grid import read_results
 from hf_encoders.evaluation.report import SCORE_RANGE, Cell, summarize
+from hf_encoders.training.encoder_hold import held_steps_in_card
 
 VERDICTS = {2: "reproduced", 1: "partly", 0: "not reproduced"}
 KINDS = ["sc", "tc", "qa", "ir"]
@@ -634,8 +634,7 @@ def m_pretrained(root: Path, figures: Path):
 def held_steps(root: Path, run: str) -> int | None:
     """The steps `pretrain --hold_encoder_steps` held the run's encoder still, from its model card."""
     card = root / "pretrain" / run / "README.md"
-    found = card.exists() and re.search(r"encoder held still for the first (\d+) steps", card.read_text())
-    return int(found.group(1)) if found else None
+    return held_steps_in_card(card.read_text()) if card.exists() else None
 
 
 def held_text(root: Path, runs: list[str]) -> str:

@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--mae-lm-continue-steps",
         type=int,
         default=3000,
-        help="steps of M-pretrained's arms, the encoder held for the first MP_HOLD_STEPS (at most half)",
+        help=f"steps of M-pretrained's arms (a multiple of 10), the encoder held for the first {MP_HOLD_STEPS} (at most half)",
     )
     parser.add_argument("--cpt-steps", type=int, default=20, help="steps of B2's two 135M-parameter arms")
     parser.add_argument("--seed", type=int, default=0, help="pre-training seed of every arm")
@@ -137,6 +137,11 @@ class Runner:
     ):
         """A pre-training run with the settings every arm shares, its validation loss measured `evaluations` times at
         equal intervals (the last at its end); its final model is the folder returned."""
+        if steps % evaluations:
+            raise SystemExit(
+                f"{name}: {steps} steps do not divide into its {evaluations} validations, so the last would not come "
+                f"at its end; choose a multiple of {evaluations}."
+            )
         output = self.root / "pretrain" / name
         return self.hf_encoders(
             output / "log_history.json",
@@ -299,8 +304,8 @@ def m_pretrained(runner: Runner) -> None:
 
 
 def mp_arm(runner: Runner, delta: float) -> Path:
-    """One arm of M-pretrained (a function of its own, so that its arms can run side by side). The encoder is held
-    still for the first MP_HOLD_STEPS, at most half the run (`--hold_encoder_steps`), every arm alike."""
+    """One arm of M-pretrained. The encoder is held still for the first MP_HOLD_STEPS, at most half the run
+    (`--hold_encoder_steps`), every arm alike."""
     base, steps = minilm_path(), runner.settings.mae_lm_continue_steps
     hold = min(MP_HOLD_STEPS, steps // 2)
     return runner.pretrain(

@@ -13,7 +13,7 @@ from transformers import Trainer, TrainingArguments
 
 from hf_encoders import EncoderHoldCallback, MaeLmForMaskedLM
 from hf_encoders.cli import main
-from hf_encoders.training.encoder_hold import check_parallelism
+from hf_encoders.training.encoder_hold import check_parallelism, held_parameters
 from tests.tiny_models import counting_batch, save_tiny_bert, tiny_mae_lm_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -72,24 +72,63 @@ def test_in_a_plain_trainer_a_run_shorter_than_the_hold_warns_and_leaves_the_use
     )
 
 
+def test_under_lora_only_the_encoders_adapters_are_held():
+    from peft import LoraConfig, get_peft_model
+
+    model = get_peft_model(MaeLmForMaskedLM(tiny_mae_lm_config()), LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
+    adapters = {id(p): name for name, p in model.named_parameters() if p.requires_grad}
+    held = {adapters[id(p)] for p in held_parameters(model)}
+    # peft's own base_model is the whole network: the decoder's adapters must stay free.
+    assert held == {name for name in adapters.values() if ".mae_lm.layers." in name}
+    assert len(held) == 8 and len(adapters) == 12
+
+
+def test_a_loop_stopped_inside_the_hold_is_held_again_by_the_next_and_released_at_its_end():
+    # auto_find_batch_size reruns the loop with the same model and callbacks after an out-of-memory error.
+    model = MaeLmForMaskedLM(tiny_mae_lm_config())
+    callback, args = EncoderHoldCallback(3), SimpleNamespace(**PARALLEL_DEFAULTS)
+    state = SimpleNamespace(global_step=0, max_steps=10)
+    encoder = held_parameters(model)
+    for _loop in range(2):
+        callback.on_train_begin(args, state, None, model=model)
+        assert callback.held == encoder and not any(p.requires_grad for p in encoder)
+    state.global_step = 3
+    callback.on_step_begin(args, state, None)
+    assert all(p.requires_grad for p in model.parameters())
+
+
+PARALLEL_DEFAULTS = dict(
+    fsdp=[], deepspeed=None, world_size=1, ddp_find_unused_parameters=None, activation_checkpointing=False,
+    ddp_static_graph=None,
+)  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "settings, message",
     [
-        (dict(fsdp=["full_shard"]), "FSDP's and DeepSpeed's flattened parameters do not allow"),
-        (dict(deepspeed="ds.json"), "FSDP's and DeepSpeed's flattened parameters do not allow"),
+        (dict(fsdp=["full_shard"]), "untested with FSDP and DeepSpeed"),
+        (dict(deepspeed="ds.json"), "untested with FSDP and DeepSpeed"),
+        (dict(ACCELERATE_USE_FSDP="true"), "untested with FSDP and DeepSpeed"),  # `accelerate launch`'s config
+        (dict(ACCELERATE_USE_DEEPSPEED="true"), "untested with FSDP and DeepSpeed"),
         (dict(world_size=2, ddp_find_unused_parameters=False), "pass --ddp_find_unused_parameters true"),
-        (dict(world_size=2, gradient_checkpointing=True), "pass --ddp_find_unused_parameters true"),
+        (dict(world_size=2, activation_checkpointing=True), "pass --ddp_find_unused_parameters true"),
+        (dict(world_size=2, model_checkpoints=True), "pass --ddp_find_unused_parameters true"),
+        (dict(world_size=2, ddp_static_graph=True), "leave --ddp_static_graph unset"),
         (dict(world_size=2), None),  # Trainer's default: DDP looks for unused parameters
-        (dict(world_size=2, gradient_checkpointing=True, ddp_find_unused_parameters=True), None),
+        (dict(world_size=2, activation_checkpointing=True, ddp_find_unused_parameters=True), None),
+        (dict(ACCELERATE_USE_FSDP="false"), None),
     ],
 )
-def test_parallel_settings_that_cannot_hold_parameters_are_refused(settings, message):
-    defaults = dict(
-        fsdp=[], deepspeed=None, world_size=1, ddp_find_unused_parameters=None, gradient_checkpointing=False
-    )
-    args = SimpleNamespace(**{**defaults, **settings})
+def test_parallel_settings_that_cannot_hold_parameters_are_refused(settings, message, monkeypatch):
+    for name in ("ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED"):
+        monkeypatch.delenv(name, raising=False)
+        if name in settings:
+            monkeypatch.setenv(name, settings.pop(name))
+    # The model's own switch (`model.gradient_checkpointing_enable()`), which Trainer's rule reads as well.
+    model = SimpleNamespace(is_activation_checkpointing=settings.pop("model_checkpoints", False))
+    args = SimpleNamespace(**{**PARALLEL_DEFAULTS, **settings})
     if message is None:
-        check_parallelism(args)
+        check_parallelism(args, model)
     else:
         with pytest.raises(ValueError, match=message):
-            check_parallelism(args)
+            check_parallelism(args, model)

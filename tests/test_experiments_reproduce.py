@@ -23,6 +23,7 @@ import reproduce
 import wall_time
 
 from hf_encoders.evaluation.tasks import MAIN_METRIC
+from hf_encoders.training.encoder_hold import HOLD_SUMMARY
 
 
 class FakeCommands:
@@ -103,6 +104,14 @@ def test_an_interrupted_arm_resumes_from_its_last_complete_checkpoint(runner, mo
     timings = json.loads((runner.root / "timings.json").read_text())
     assert list(timings) == ["pretrain/arm"]
     assert timings["pretrain/arm"]["experiment"] == "M" and timings["pretrain/arm"]["sessions"] == 3
+
+
+def test_an_arm_whose_steps_its_validations_do_not_divide_is_refused_before_it_runs(b1_runner, calls):
+    with pytest.raises(SystemExit, match=r"arm: 45 steps do not divide into its 10 validations, .* multiple of 10"):
+        b1_runner.pretrain("arm", "--method", "mae_lm", steps=45, evaluations=10)
+    assert calls == []
+    b1_runner.pretrain("arm", "--method", "mae_lm", steps=50, evaluations=10)
+    assert calls[0][calls[0].index("--eval_steps") + 1] == "5"
 
 
 def test_t1_from_a_trained_head_continues_b1s_mlm_arm_with_and_without_the_contrastive_term(b1_runner, calls):
@@ -309,7 +318,7 @@ def fake_mp_runs(root: Path, losses: dict[str, float]) -> None:
         (root / "pretrain" / f"mp_{label}").mkdir(parents=True)
         history = [{"loss": 9.0, "learning_rate": 1.99333e-4, "step": 10}, {"eval_loss": loss, "step": 20}]
         (root / "pretrain" / f"mp_{label}" / "log_history.json").write_text(json.dumps(history))
-        card = "## Training\n- [MASK]s kept in the encoder input (δ): 0%\n- encoder held still for the first 10 steps"
+        card = f"## Training\n- [MASK]s kept in the encoder input (δ): 0%\n{HOLD_SUMMARY.format(steps=10)}\n"
         (root / "pretrain" / f"mp_{label}" / "README.md").write_text(card)
 
 
@@ -573,13 +582,10 @@ def test_the_probe_splits_the_loss_by_whether_the_encoder_saw_the_mask_and_the_h
     masked = labels != -100
     corrupted = batch["input_ids"].masked_fill(masked, MASK_TOKEN_ID)
     with torch.no_grad():
-        # Every [MASK] seen, or none: the labelled half is the model's own loss of that input, the other half empty.
-        every = model(corrupted, labels=labels, masks_in_encoder=masked).loss.item()
-        none = model(corrupted, labels=labels).loss.item()
-        seen, unseen = mae_lm_probe.losses_by_encoder_view(model, corrupted, labels, masked)
-        assert seen == pytest.approx(every, rel=1e-5) and unseen != unseen  # the mean of nothing is NaN
-        seen, unseen = mae_lm_probe.losses_by_encoder_view(model, corrupted, labels, torch.zeros_like(masked))
-        assert unseen == pytest.approx(none, rel=1e-5)
+        # Every [MASK] seen, or none: the empty half is NaN (the mean of nothing), not a loss of 0.
+        _, unseen = mae_lm_probe.losses_by_encoder_view(model, corrupted, labels, masked)
+        seen, _ = mae_lm_probe.losses_by_encoder_view(model, corrupted, labels, torch.zeros_like(masked))
+        assert unseen != unseen and seen != seen
         # Half and half: the two means, weighted by their counts, make the loss of that mixed input.
         half = masked & (torch.arange(masked.shape[1]) % 2 == 0)
         seen, unseen = mae_lm_probe.losses_by_encoder_view(model, corrupted, labels, half)

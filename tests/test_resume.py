@@ -110,10 +110,11 @@ def test_a_killed_run_resumes_exactly(method, masking, bert_init, tmp_path):
         assert set(logged(resumed, "clm_loss")) == {1, 2, 3} and set(logged(resumed, "mlm_loss")) == {4, 5, 6}
 
 
-@pytest.mark.parametrize("checkpoint_step", [2, 4])
-def test_a_run_resumed_inside_or_after_the_encoder_hold_continues_exactly(checkpoint_step, bert_init, tmp_path):
-    """MAE-LM continuing an encoder held for 3 steps (`--hold_encoder_steps`), resumed at step 2 (held) or 4."""
-    settings = dict(model_name_or_path=bert_init, hold_encoder_steps=3, max_documents=40, block_size=32)
+@pytest.mark.parametrize("hold, checkpoint_step", [(3, 2), (2, 2), (3, 4)])
+def test_a_run_resumed_inside_or_after_the_encoder_hold_continues_exactly(hold, checkpoint_step, bert_init, tmp_path):
+    """MAE-LM continuing an encoder held (`--hold_encoder_steps`), resumed inside the hold, at its last step or
+    after it."""
+    settings = dict(model_name_or_path=bert_init, hold_encoder_steps=hold, max_documents=40, block_size=32)
     args = PretrainArguments(method="mae_lm", **settings)
     uninterrupted = build_trainer(args, training_arguments(tmp_path / "a"))
     uninterrupted.train()
@@ -125,20 +126,35 @@ def test_a_run_resumed_inside_or_after_the_encoder_hold_continues_exactly(checkp
     assert all(parameter.requires_grad for parameter in resumed.model.parameters())
 
 
-def test_resuming_a_held_run_without_its_hold_is_refused_and_another_length_warned(bert_init, tmp_path, caplog):
+def test_resuming_inside_a_hold_without_it_is_refused_and_a_hold_the_checkpoint_lacks_warned(
+    bert_init, tmp_path, caplog
+):
     settings = dict(model_name_or_path=bert_init, max_documents=40, block_size=32)
-    build_trainer(
-        PretrainArguments(method="mae_lm", hold_encoder_steps=3, **settings),
-        training_arguments(tmp_path / "a", max_steps=2),
-    ).train()
-    checkpoint = str(tmp_path / "a" / "checkpoint-2")
-    unheld = PretrainArguments(method="mae_lm", **settings)
-    with pytest.raises(ValueError, match="held its encoder for the first 3 steps; pass --hold_encoder_steps 3 again"):
-        build_trainer(unheld, training_arguments(tmp_path / "b"), resume_from_checkpoint=checkpoint)
-    longer = PretrainArguments(method="mae_lm", hold_encoder_steps=5, **settings)
+    checkpoints = {}
+    for hold in (3, 1, None):  # at checkpoint-2: inside the hold, past it, never held
+        output = tmp_path / f"held_{hold}"
+        build_trainer(
+            PretrainArguments(method="mae_lm", hold_encoder_steps=hold, **settings),
+            training_arguments(output, max_steps=2),
+        ).train()
+        checkpoints[hold] = str(output / "checkpoint-2")
+
+    def resume(hold, checkpoint):
+        arguments = PretrainArguments(method="mae_lm", hold_encoder_steps=hold, **settings)
+        build_trainer(arguments, training_arguments(tmp_path / "b"), resume_from_checkpoint=checkpoint)
+
+    with pytest.raises(
+        ValueError, match=r"\(step 2\) comes from a run that held its encoder for the first 3 steps; pass "
+    ):
+        resume(None, checkpoints[3])
+    caplog.clear()
     with caplog.at_level(logging.WARNING):
-        build_trainer(longer, training_arguments(tmp_path / "b"), resume_from_checkpoint=checkpoint)
-    assert "held its encoder for 3 steps; this run holds it for 5" in caplog.text
+        resume(None, checkpoints[1])  # the hold ended at step 1: the run continues exactly without it
+        assert caplog.text == ""
+        resume(5, checkpoints[3])
+        resume(4, checkpoints[None])
+    assert "held its encoder for 3 steps; this run holds it until step 5" in caplog.text
+    assert "trained its encoder from the first step; this run holds it until step 4" in caplog.text
 
 
 class SignalAt(TrainerCallback):

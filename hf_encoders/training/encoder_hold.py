@@ -4,55 +4,72 @@ MAE-LM continued from a pretrained encoder starts with a random decoder. While t
 encoder's gradient is nearly the same at every position, and within a few hundred steps it pulls every state onto one
 vector: the encoder collapses and the decoder learns without it (experiments/scan/SCAN.md, sections 3, 4 and 8). Held
 for the first N steps, the encoder gets no gradient, so AdamW neither moves nor decays it, and it is released to a
-decoder that already reads it. The word embeddings stay free: the LM head shares them, and it is as fresh as the decoder.
+decoder that already reads it. The word embeddings stay free: the decoder reads its [MASK] embedding from them, and a
+tied LM head, as fresh as the decoder, is them.
 """
 
-import json
 import logging
+import re
 from pathlib import Path
 
+from accelerate.utils import parse_flag_from_env
 from transformers import TrainerCallback
-from transformers.trainer_callback import ExportableState
+from transformers.trainer_callback import ExportableState, TrainerState
 
 logger = logging.getLogger(__name__)
 
+# The model card's line for a held run (`Recipe.summary_lines`), which `held_steps_in_card` reads back.
+HOLD_SUMMARY = "- encoder held still for the first {steps} steps, while the decoder learned"
+
+
+def held_steps_in_card(card: str) -> int | None:
+    """The hold a model card records, None for a run without one."""
+    found = re.search(re.escape(HOLD_SUMMARY).replace(re.escape("{steps}"), r"(\d+)"), card)
+    return int(found.group(1)) if found else None
+
 
 def held_parameters(model) -> list:
-    """The encoder's trainable parameters, less the input embeddings an LM head may share. Those frozen already (by
-    the user, by PEFT) are left out, so that the release does not unfreeze them."""
-    embeddings = model.get_input_embeddings().weight
-    return [p for p in model.base_model.parameters() if p.requires_grad and p is not embeddings]
+    """The encoder's trainable parameters, less the word embeddings. Those frozen already (by the user, by PEFT) are
+    left out, so that the release does not unfreeze them. A PEFT model is unwrapped first: its own `base_model` is the
+    whole network, decoder included."""
+    network = model.get_base_model() if hasattr(model, "get_base_model") else model
+    embeddings = network.get_input_embeddings().weight
+    return [p for p in network.base_model.parameters() if p.requires_grad and p is not embeddings]
 
 
 class EncoderHoldCallback(TrainerCallback, ExportableState):
-    """Holds the base model (`model.base_model`, less the word embeddings an LM head shares) still for the first
-    `steps` optimizer steps. Given again to a resumed run, it holds until the same step; its length is saved in each
-    checkpoint's trainer_state.json (`state()`), so that `pretrain` can refuse a resume that leaves it out. Holding
-    switches `requires_grad` off, which DDP allows only with `ddp_find_unused_parameters` (Trainer's default without
-    gradient checkpointing), and FSDP and DeepSpeed, whose flattened parameters are trained as one, do not allow."""
+    """Holds the base model (`model.base_model`, less the word embeddings) still for the first `steps` optimizer
+    steps. Given again to a resumed run, it holds until the same step; its length is saved in each checkpoint's
+    trainer_state.json (`state()`), so that `pretrain` can refuse a resume that leaves it out. Holding switches
+    `requires_grad` off mid-run, which DDP allows only when it looks for unused parameters (Trainer's default without
+    activation checkpointing) and its graph is not static; FSDP and DeepSpeed are refused, untested with it."""
 
     def __init__(self, steps: int):
         check_hold_steps(steps)
         self.steps = steps
         self.held = []
+        self.holding = False
 
     def state(self) -> dict:
         return {"args": {"steps": self.steps}, "attributes": {}}
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        check_parallelism(args)
+        check_parallelism(args, model)
         if self.steps >= state.max_steps:
             logger.warning(
                 f"The encoder is held for {self.steps} steps, the whole run ({state.max_steps} steps): only the "
                 "decoder, the LM head and the word embeddings will train."
             )
+        # A loop that stopped inside the hold (an exception, auto_find_batch_size's retry) left the encoder frozen,
+        # where the next loop would no longer count it as trainable: release it before choosing what to hold.
+        self.hold(False)
         self.held = held_parameters(model)
         if state.global_step < self.steps:
             logger.warning(f"The encoder is held still until step {self.steps}, while the decoder learns to read it.")
-        self.hold(state.global_step < self.steps)
+            self.hold(True)
 
     def on_step_begin(self, args, state, control, **kwargs):
-        if state.global_step == self.steps:
+        if self.holding and state.global_step >= self.steps:
             logger.warning(f"Step {self.steps}: the encoder is released and trains from now on.")
             self.hold(False)
 
@@ -63,6 +80,7 @@ class EncoderHoldCallback(TrainerCallback, ExportableState):
     def hold(self, still: bool) -> None:
         for parameter in self.held:
             parameter.requires_grad_(not still)
+        self.holding = still
 
 
 def check_hold_steps(steps: int) -> None:
@@ -71,33 +89,50 @@ def check_hold_steps(steps: int) -> None:
 
 
 def check_resumed_hold(steps: int | None, checkpoint: str) -> None:
-    """Refuse to resume a held run without its hold: the encoder would train where the run held it."""
+    """Refuse to resume a run inside its hold without it (the encoder would train where the run held it), and warn
+    where the resumed run holds the encoder for another length than the checkpoint's run."""
     state_file = Path(checkpoint) / "trainer_state.json"
-    saved = json.loads(state_file.read_text()).get("stateful_callbacks", {}) if state_file.exists() else {}
-    held = saved.get(EncoderHoldCallback.__name__, {}).get("args", {}).get("steps")
-    if held is None or held == steps:
+    if not state_file.exists():
         return
+    state = TrainerState.load_from_json(str(state_file))
+    held = state.stateful_callbacks.get(EncoderHoldCallback.__name__, {}).get("args", {}).get("steps")
+    if held == steps or max(held or 0, steps or 0) <= state.global_step:
+        return  # the same hold, or one that ended before the checkpoint: it continues exactly
     if steps is None:
         raise ValueError(
-            f"{checkpoint} comes from a run that held its encoder for the first {held} steps; pass "
-            f"--hold_encoder_steps {held} again to continue it exactly."
+            f"{checkpoint} (step {state.global_step}) comes from a run that held its encoder for the first {held} "
+            f"steps; pass --hold_encoder_steps {held} again to continue it exactly."
         )
-    logger.warning(f"{checkpoint} held its encoder for {held} steps; this run holds it for {steps}.")
+    before = "trained its encoder from the first step" if held is None else f"held its encoder for {held} steps"
+    logger.warning(f"{checkpoint} {before}; this run holds it until step {steps}.")
 
 
-def check_parallelism(args) -> None:
-    if args.fsdp or args.deepspeed:
+def check_parallelism(args, model) -> None:
+    """Refuse the settings under which a parameter cannot stop and start getting a gradient mid-run."""
+    if (
+        args.fsdp
+        or args.deepspeed
+        or parse_flag_from_env("ACCELERATE_USE_FSDP")
+        or (parse_flag_from_env("ACCELERATE_USE_DEEPSPEED"))
+    ):  # the environment: set by `accelerate launch`'s config, or by the Accelerator given a plugin
         raise ValueError(
-            "--hold_encoder_steps switches the encoder's gradient off, which FSDP's and DeepSpeed's flattened "
-            "parameters do not allow; hold the encoder on one device or with plain DDP (torchrun without --fsdp or "
-            "--deepspeed)."
+            "--hold_encoder_steps switches the encoder's gradient off mid-run, which is untested with FSDP and "
+            "DeepSpeed (their sharded parameters and optimizer states); hold the encoder on one device or with plain "
+            "DDP (torchrun without --fsdp or --deepspeed)."
         )
-    # Trainer's default: DDP looks for unused parameters unless the model checkpoints its activations.
+    if args.world_size == 1:
+        return
+    # Trainer's own rule: DDP looks for unused parameters unless the model checkpoints its activations.
     finds_unused = args.ddp_find_unused_parameters
     if finds_unused is None:
-        finds_unused = not args.gradient_checkpointing
-    if args.world_size > 1 and not finds_unused:
+        finds_unused = not (getattr(model, "is_activation_checkpointing", False) or args.activation_checkpointing)
+    if not finds_unused:
         raise ValueError(
             "--hold_encoder_steps leaves the encoder without a gradient, which DDP accepts only when it looks for "
             "unused parameters: pass --ddp_find_unused_parameters true."
+        )
+    if args.ddp_static_graph:
+        raise ValueError(
+            "--hold_encoder_steps changes which parameters get a gradient at the release, which a static DDP graph "
+            "assumes never happens: leave --ddp_static_graph unset."
         )

@@ -3,7 +3,7 @@ pretrained BERT-family encoder (`--model_name_or_path`, dispatched on its model_
 
 from ...models.checkpoint_io import checkpoint_model_type
 from ...models.mae_lm import MaeLmConfig, MaeLmForMaskedLM
-from ..encoder_hold import EncoderHoldCallback, check_hold_steps, check_resumed_hold
+from ..encoder_hold import HOLD_SUMMARY, EncoderHoldCallback, check_hold_steps, check_resumed_hold
 from ..model_sizes import parse_config_overrides, sized_config_kwargs
 from .base import BertBlocksRecipe, Recipe
 
@@ -72,9 +72,7 @@ class MaeLmRecipe(BertBlocksRecipe):
     def summary_lines(self, args) -> list[str]:
         lines = [f"- [MASK]s kept in the encoder input (δ): {args.mask_in_encoder_fraction:.0%}"]
         if args.hold_encoder_steps is not None:
-            lines.append(
-                f"- encoder held still for the first {args.hold_encoder_steps} steps, while the decoder learned"
-            )
+            lines.append(HOLD_SUMMARY.format(steps=args.hold_encoder_steps))
         return [*super().summary_lines(args), *lines]
 
     def build_model(self, args, tokenizer):
