@@ -156,7 +156,7 @@ def setup_lines(root: Path, timings: dict, settings, seeds: dict) -> list[str]:
         "rate 1e-3 (MAE-LM: 3e-4, see M) with 10% warm-up, WordPiece vocabulary of 8,000 trained on the corpus. "
         f"Continued arms (T1 and its trained-head variant): {settings.continue_steps} steps at 1e-4; "
         f"B2: {settings.cpt_steps} steps, batch 8, 1e-4; B2 at equal budget: {settings.continue_steps} steps at 1e-3; "
-        f"M from a pretrained start: {settings.mae_lm_continue_steps} steps, settings in its section.",
+        "M from a pretrained start: its steps (read from its runs' logs) and settings in its section.",
         "- Pre-training seeds: one per experiment unless its section says otherwise (B1 runs each seed into its own "
         f"--output-dir); fine-tuning: {settings.finetune_steps} steps × 16, one learning rate per experiment (3e-4 "
         "from scratch, 1e-4 for MiniLM, 1e-3 for T1's trained-head start) except B1's rate grid and B2 at equal "
