@@ -83,18 +83,24 @@ def test_under_lora_only_the_encoders_adapters_are_held():
     assert len(held) == 8 and len(adapters) == 12
 
 
-def test_a_loop_stopped_inside_the_hold_is_held_again_by_the_next_and_released_at_its_end():
+@pytest.mark.parametrize("main_process", [True, False])
+def test_a_loop_stopped_inside_the_hold_is_held_again_by_the_next_and_released_at_its_end(main_process, caplog):
     # auto_find_batch_size reruns the loop with the same model and callbacks after an out-of-memory error.
     model = MaeLmForMaskedLM(tiny_mae_lm_config())
     callback, args = EncoderHoldCallback(3), SimpleNamespace(**PARALLEL_DEFAULTS)
-    state = SimpleNamespace(global_step=0, max_steps=10)
+    state = SimpleNamespace(global_step=0, max_steps=10, is_world_process_zero=main_process)
     encoder = held_parameters(model)
-    for _loop in range(2):
-        callback.on_train_begin(args, state, None, model=model)
-        assert callback.held == encoder and not any(p.requires_grad for p in encoder)
-    state.global_step = 3
-    callback.on_step_begin(args, state, None)
+    with caplog.at_level(logging.WARNING):
+        for _loop in range(2):
+            callback.on_train_begin(args, state, None, model=model)
+            assert callback.held == encoder and not any(p.requires_grad for p in encoder)
+        state.global_step = 3
+        callback.on_step_begin(args, state, None)
     assert all(p.requires_grad for p in model.parameters())
+    # Every DDP rank runs the callback; only the main process says so.
+    assert (caplog.text.count("held still until step 3"), caplog.text.count("Step 3: the encoder is released")) == (
+        (2, 1) if main_process else (0, 0)
+    )
 
 
 PARALLEL_DEFAULTS = dict(

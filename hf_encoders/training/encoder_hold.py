@@ -56,21 +56,22 @@ class EncoderHoldCallback(TrainerCallback, ExportableState):
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         check_parallelism(args, model)
         if self.steps >= state.max_steps:
-            logger.warning(
+            announce(
+                state,
                 f"The encoder is held for {self.steps} steps, the whole run ({state.max_steps} steps): only the "
-                "decoder, the LM head and the word embeddings will train."
+                "decoder, the LM head and the word embeddings will train.",
             )
         # A loop that stopped inside the hold (an exception, auto_find_batch_size's retry) left the encoder frozen,
         # where the next loop would no longer count it as trainable: release it before choosing what to hold.
         self.hold(False)
         self.held = held_parameters(model)
         if state.global_step < self.steps:
-            logger.warning(f"The encoder is held still until step {self.steps}, while the decoder learns to read it.")
+            announce(state, f"The encoder is held still until step {self.steps}, while the decoder learns to read it.")
             self.hold(True)
 
     def on_step_begin(self, args, state, control, **kwargs):
         if self.holding and state.global_step >= self.steps:
-            logger.warning(f"Step {self.steps}: the encoder is released and trains from now on.")
+            announce(state, f"Step {self.steps}: the encoder is released and trains from now on.")
             self.hold(False)
 
     def on_train_end(self, args, state, control, **kwargs):
@@ -81,6 +82,12 @@ class EncoderHoldCallback(TrainerCallback, ExportableState):
         for parameter in self.held:
             parameter.requires_grad_(not still)
         self.holding = still
+
+
+def announce(state, message: str) -> None:
+    """Say it once, from the main process: each DDP rank runs the callback."""
+    if state.is_world_process_zero:
+        logger.warning(message)
 
 
 def check_hold_steps(steps: int) -> None:
