@@ -14,7 +14,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from wall_time import ALONE_LOAD, BUSY, Measurement
+from wall_time import ALONE_LOAD, BUSY, RECORD_LABELS, Measurement
 
 from hf_encoders.analysis.unigram import token_counts
 from hf_encoders.analysis.unigram import unigram_entropy as entropy_of
@@ -132,7 +132,8 @@ def setup_lines(root: Path, timings: dict, settings, seeds: dict) -> list[str]:
     words = sum(len(text.split()) for text in corpus)
     totals = collections.Counter()
     for step in step_timings(timings).values():
-        totals[step["experiment"]] += step["seconds"]
+        if step.get("finished", True):  # records older than the flag are of finished steps
+            totals[step["experiment"]] += step["seconds"]
     times = ", ".join(f"{name} {seconds / 60:.0f} min" for name, seconds in totals.items())
     # In the from-scratch arms' vocabulary; where only continued arms ran, their sections give it in MiniLM's.
     scratch_entropy = (
@@ -165,8 +166,8 @@ def setup_lines(root: Path, timings: dict, settings, seeds: dict) -> list[str]:
         + "; mean ± std over seeds, or mean and 95% confidence interval where the section says so.",
         "- Diagnostics (`hf-encoders analyze`): the corpus's first 500 sentences, 15% of real tokens masked for the "
         "with-[MASK] measures, rank at τ = 0.9 (uncentered, as MAE-LM defines it).",
-        f"- Wall time on this machine ({os.cpu_count()} CPU cores), pre-training + analysis + fine-tuning: {times}; "
-        "per step, with what ran beside it, in the wall-time section at the end.",
+        f"- Wall time on this machine ({os.cpu_count()} CPU cores), pre-training + analysis + fine-tuning, finished "
+        f"steps: {times}; per step, with what ran beside it, in the wall-time section at the end.",
     ]
 
 
@@ -197,10 +198,12 @@ def wall_time_lines(timings: dict) -> list[str]:
         if "load_average" not in entry:
             rows.append([entry["experiment"], step, f"{entry['seconds'] / 60:.1f}", "", "", "", "not recorded"])
             continue
-        measurement = Measurement(**{key: value for key, value in entry.items() if key != "experiment"})
+        measurement = Measurement(**{key: value for key, value in entry.items() if key not in RECORD_LABELS})
         status = "alone" if measurement.alone else "shared"
         if measurement.sessions > 1:
             status += f", {measurement.sessions} sessions"
+        if not entry.get("finished", True):
+            status += ", unfinished (running, or cut and not resumed yet)"
         rows.append([
             entry["experiment"], step, f"{measurement.seconds / 60:.1f}", f"{measurement.cpu_seconds / 60:.1f}",
             f"{measurement.others_load:.2f}", measurement.other_processes, status,

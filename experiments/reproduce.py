@@ -24,7 +24,7 @@ import mae_lm_probe
 from corpus import read_sources
 from report import KINDS, collected_timings, on_unigram_plateau, write_report
 from tasks import write_task_folders
-from wall_time import measuring
+from wall_time import RECORD_LABELS, measuring
 
 from hf_encoders.training.resume import last_complete_checkpoint
 
@@ -114,17 +114,17 @@ class Runner:
     def measured(self, folder: Path):
         """Measure the block as the step writing `folder`; a step resumed in a later session adds up its sessions. The
         record is rewritten every SAMPLE_EVERY seconds while the step runs, so a session killed mid-step keeps its
-        time so far."""
+        time so far; it says `finished` once the block has run to its end."""
         step = folder.relative_to(self.root).as_posix()
-        earlier = {key: value for key, value in self.timings.get(step, {}).items() if key != "experiment"}
+        earlier = {key: value for key, value in self.timings.get(step, {}).items() if key not in RECORD_LABELS}
 
-        def record(measurement):
-            entry = {"experiment": self.experiment, **measurement.after(earlier).as_dict()}
+        def record(measurement, finished=False):
+            entry = {"experiment": self.experiment, "finished": finished, **measurement.after(earlier).as_dict()}
             self.timings_path.write_text(json.dumps({**self.timings, step: entry}, indent=2))
 
         with measuring(on_sample=record, sample_every=self.SAMPLE_EVERY) as measurement:
             yield
-        record(measurement)
+        record(measurement, finished=True)
 
     def pretrain(
         self,

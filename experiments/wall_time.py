@@ -24,6 +24,8 @@ import psutil
 BUSY = 0.2
 # Load (in cores) others may add before a step no longer counts as measured alone.
 ALONE_LOAD = 0.5
+# What a timings.json record says besides its Measurement: the step's experiment, and whether the step ran to its end.
+RECORD_LABELS = ("experiment", "finished")
 
 
 @dataclass

@@ -284,13 +284,14 @@ def test_a_session_killed_mid_step_keeps_the_time_it_had_recorded(runner, monkey
         pretrain(runner)
     killed = json.loads(runner.timings_path.read_text())["pretrain/arm"]
     assert killed["experiment"] == "M" and killed["sessions"] == 1 and killed["seconds"] > 0
+    assert killed["finished"] is False
     monkeypatch.setattr(reproduce.subprocess, "run", FakeCommands(["finished"]))
     pretrain(runner)
     resumed = json.loads(runner.timings_path.read_text())["pretrain/arm"]
-    assert resumed["sessions"] == 2 and resumed["seconds"] >= killed["seconds"]
+    assert resumed["sessions"] == 2 and resumed["seconds"] >= killed["seconds"] and resumed["finished"] is True
 
 
-def test_the_report_tables_every_step_and_older_totals():
+def test_the_report_tables_every_step_and_older_totals(tmp_path):
     timings = {
         "T1": 600,  # an experiment's total, as timings.json held it before per-step records
         "pretrain/m_delta_0.0": {
@@ -298,9 +299,22 @@ def test_the_report_tables_every_step_and_older_totals():
             "sessions": 2,
         },
     }  # fmt: skip
+    measured = {"seconds": 60, "cpu_seconds": 60, "load_average": 1.0, "other_processes": 0, "sessions": 1}
+    timings["pretrain/m_delta_0.5"] = {"experiment": "M", "finished": True, **measured}
+    timings["pretrain/m_delta_1.0"] = {"experiment": "M", "finished": False, **measured}
     lines = report.wall_time_lines(timings)
     assert "| T1 | T1 | 10.0 |  |  |  | not recorded |" in lines
     assert "| M | pretrain/m_delta_0.0 | 2.0 | 2.0 | 1.50 | 1 | shared, 2 sessions |" in lines
+    assert "| M | pretrain/m_delta_0.5 | 1.0 | 1.0 | 0.00 | 0 | alone |" in lines
+    assert (
+        "| M | pretrain/m_delta_1.0 | 1.0 | 1.0 | 0.00 | 0 | alone, unfinished (running, or cut and not resumed yet) |"
+        in (lines)
+    )
+    # The set-up's totals count finished steps only: M is 0.0's 2 minutes and 0.5's 1, not 1.0's minute so far.
+    (tmp_path / "corpus.jsonl").write_text(json.dumps({"text": "a page"}) + "\n")
+    settings = argparse.Namespace(steps=1500, continue_steps=500, cpt_steps=20, finetune_steps=75)
+    setup = "\n".join(report.setup_lines(tmp_path, timings, settings, {"M": 1}))
+    assert "pre-training + analysis + fine-tuning, finished steps: T1 10 min, M 3 min;" in setup
 
 
 def fake_mp_runs(root: Path, losses: dict[str, float]) -> None:
