@@ -72,6 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=3000,
         help=f"steps of M-pretrained's arms (a multiple of 10), the encoder held for the first {MP_HOLD_STEPS} (at most half)",
     )
+    parser.add_argument(
+        "--mp-arm",
+        type=float,
+        choices=DELTAS,
+        help="pre-train only this δ arm of M-pretrained, so that its arms can run side by side (one process each); "
+        "a run without it then analyses and fine-tunes them",
+    )
     parser.add_argument("--cpt-steps", type=int, default=20, help="steps of B2's two 135M-parameter arms")
     parser.add_argument("--seed", type=int, default=0, help="pre-training seed of every arm")
     parser.add_argument("--finetune-steps", type=int, default=75, help="one epoch of the 1,200 training examples")
@@ -297,6 +304,9 @@ def m_mae_lm(runner: Runner) -> None:
 def m_pretrained(runner: Runner) -> None:
     """M1 and M2 from a pretrained start: all-MiniLM-L6-v2 continued as MAE-LM (its encoder the MiniLM, a new decoder
     and head) with each delta, equal steps; analysed beside MiniLM itself, probed, fine-tuned on every task."""
+    if runner.settings.mp_arm is not None:
+        mp_arm(runner, runner.settings.mp_arm)
+        return
     models = {f"delta_{delta}": mp_arm(runner, delta) for delta in DELTAS}
     runner.analyze("mp", {"minilm": Path(minilm_path()), **models})
     runner.probe("mp", models)

@@ -69,7 +69,7 @@ def b1_runner(runner, calls, monkeypatch):
     """A runner for experiments that start from B1's arms (pre-training seed 1, 1,500 steps, 500 continued), whose
     commands are recorded in `calls` instead of run: each counts as done."""
     runner.settings = argparse.Namespace(
-        output_dir=runner.root, seed=1, steps=1500, continue_steps=500, finetune_steps=75
+        output_dir=runner.root, seed=1, steps=1500, continue_steps=500, finetune_steps=75, mp_arm=None
     )
 
     def recording(done, *arguments, checkpoints=None):
@@ -203,6 +203,18 @@ def test_m_pretrained_holds_every_arms_encoder_for_1500_steps_at_most_half_and_d
     folders = [str(b1_runner.root / "pretrain" / f"mp_delta_{delta}") for delta in ("1.0", "0.5", "0.0")]
     assert [[a for a in arm if a not in arms[0]] for arm in arms[1:]] == [["0.5", folders[1]], ["0.0", folders[2]]]
     assert analyze[1:5] == ("minilm", *folders) and probe[1:] == tuple(folders) and evaluate[1:4] == tuple(folders)
+
+
+def test_m_pretrained_with_one_arm_named_pretrains_that_arm_only(b1_runner, calls, monkeypatch):
+    monkeypatch.setattr(reproduce, "minilm_path", lambda: "minilm")
+    b1_runner.settings = reproduce.build_parser().parse_args(
+        ["--corpus", "docs", "--output-dir", str(b1_runner.root), "--mp-arm", "0.5", "--mae-lm-continue-steps", "600"]
+    )
+    reproduce.m_pretrained(b1_runner)
+    (arm,) = calls  # no analysis, probe or fine-tuning: the other arms may still be running
+    assert arm[arm.index("--mask_in_encoder_fraction") + 1] == "0.5" and arm[-1].endswith("mp_delta_0.5")
+    with pytest.raises(SystemExit):  # only the experiment's own arms
+        reproduce.build_parser().parse_args(["--corpus", "docs", "--mp-arm", "0.25"])
 
 
 def test_sessions_add_up_with_the_load_weighted_by_time():
