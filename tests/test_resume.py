@@ -9,11 +9,11 @@ import signal
 
 import pytest
 import torch
-from transformers import TrainerCallback, TrainingArguments
+from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from hf_encoders.families import FAMILIES, load
 from hf_encoders.training.arguments import PretrainArguments
-from hf_encoders.training.pretrain import build_trainer
+from hf_encoders.training.pretrain import build_trainer, pretrain
 from hf_encoders.training.resume import last_complete_checkpoint, resolve_resume
 from hf_encoders.training.streaming import stream_state_file
 from tests.family_specs import TINY_CONFIGS, tiny_run_options
@@ -186,6 +186,18 @@ def test_a_preempted_run_saves_after_its_step_and_resumes_exactly(method, bert_i
     resumed.train(resume_from_checkpoint=checkpoint)
     assert logged(resumed) == logged(uninterrupted)
     assert_same_weights(resumed, uninterrupted)
+
+
+def test_a_run_that_raises_gives_the_signals_back_to_their_handlers(bert_init, tmp_path, monkeypatch):
+    def diverged(self, *args, **kwargs):
+        raise RuntimeError("the loss is not finite")  # as NonFiniteLossCallback raises, out of trainer.train()
+
+    monkeypatch.setattr(Trainer, "training_step", diverged)
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    with pytest.raises(RuntimeError, match="not finite"):
+        pretrain(method_arguments("mae_lm", bert_init), training_arguments(tmp_path))
+    # Otherwise the next Ctrl-C would only set the flag of a run that is over.
+    assert {number: signal.getsignal(number) for number in handlers} == handlers
 
 
 def test_partial_checkpoints_are_skipped_and_named(tmp_path):

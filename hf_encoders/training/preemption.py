@@ -14,7 +14,9 @@ class PreemptionCallback(TrainerCallback):
     optimizer step under way, save a complete checkpoint and stop, so `trainer.train()` returns normally and
     `resume_from_checkpoint` continues exactly. A second signal gets the handler that was there before (the default
     kills). Under torchrun every rank stops after the same step: each step the flag is reduced over the ranks (one
-    integer), since the signal may reach them on either side of a step boundary.
+    integer), since the signal may reach them on either side of a step boundary. A run that raises out of
+    `trainer.train()` (a non-finite loss, a refusal) never reaches `on_train_end`: call `restore_handlers()` then, or
+    the next Ctrl-C only stops a run that is over (`pretrain` does).
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -49,6 +51,9 @@ class PreemptionCallback(TrainerCallback):
         return requested
 
     def on_train_end(self, args, state, control, **kwargs):
+        self.restore_handlers()
+
+    def restore_handlers(self) -> None:
         for number, handler in self._previous.items():
             signal.signal(number, handler)
         self._previous = {}

@@ -254,11 +254,14 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
     recipe = get_recipe(args.method)
     checkpoint = resolve_resume(training_args.resume_from_checkpoint, training_args.output_dir)
     trainer = build_trainer(args, training_args, resume_from_checkpoint=checkpoint)
-    trainer.train(resume_from_checkpoint=checkpoint)
-    output_dir = Path(training_args.output_dir)
     preemption = next(
         callback for callback in trainer.callback_handler.callbacks if isinstance(callback, PreemptionCallback)
     )
+    try:
+        trainer.train(resume_from_checkpoint=checkpoint)
+    finally:  # a run that raises skips on_train_end, whose restore would otherwise never come
+        preemption.restore_handlers()
+    output_dir = Path(training_args.output_dir)
     if preemption.received:
         # Not the end of training: no final model, card or push; the checkpoint just saved is where it resumes.
         logger.warning(
