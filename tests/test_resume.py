@@ -139,14 +139,17 @@ def test_resuming_inside_a_hold_without_it_is_refused_and_a_hold_the_checkpoint_
         ).train()
         checkpoints[hold] = str(output / "checkpoint-2")
 
-    def resume(hold, checkpoint):
+    def resume(hold, checkpoint, **training):
         arguments = PretrainArguments(method="mae_lm", hold_encoder_steps=hold, **settings)
-        build_trainer(arguments, training_arguments(tmp_path / "b"), resume_from_checkpoint=checkpoint)
+        build_trainer(arguments, training_arguments(tmp_path / "b", **training), resume_from_checkpoint=checkpoint)
 
     with pytest.raises(
         ValueError, match=r"\(step 2\) comes from a run that held its encoder for the first 3 steps; pass "
     ):
         resume(None, checkpoints[3])
+    # Trainer would rebuild the callback with the checkpoint's 3 steps, whatever the option says.
+    with pytest.raises(ValueError, match=r"brings back .*'s hold \(3 steps\), not --hold_encoder_steps 5: pass"):
+        resume(5, checkpoints[3], restore_callback_states_from_checkpoint=True)
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         resume(None, checkpoints[1])  # the hold ended at step 1: the run continues exactly without it

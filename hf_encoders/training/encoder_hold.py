@@ -95,9 +95,11 @@ def check_hold_steps(steps: int) -> None:
         raise ValueError(f"--hold_encoder_steps must be a positive number of steps, got {steps}.")
 
 
-def check_resumed_hold(steps: int | None, checkpoint: str) -> None:
+def check_resumed_hold(steps: int | None, checkpoint: str, restores_callback_states: bool = False) -> None:
     """Refuse to resume a run inside its hold without it (the encoder would train where the run held it), and warn
-    where the resumed run holds the encoder for another length than the checkpoint's run."""
+    where the resumed run holds the encoder for another length than the checkpoint's run. With Trainer's
+    `restore_callback_states_from_checkpoint`, the callback comes back with the checkpoint's length, so another one
+    given is refused rather than silently dropped."""
     state_file = Path(checkpoint) / "trainer_state.json"
     if not state_file.exists():
         return
@@ -110,18 +112,22 @@ def check_resumed_hold(steps: int | None, checkpoint: str) -> None:
             f"{checkpoint} (step {state.global_step}) comes from a run that held its encoder for the first {held} "
             f"steps; pass --hold_encoder_steps {held} again to continue it exactly."
         )
+    if restores_callback_states and held is not None:
+        raise ValueError(
+            f"--restore_callback_states_from_checkpoint brings back {checkpoint}'s hold ({held} steps), not "
+            f"--hold_encoder_steps {steps}: pass --hold_encoder_steps {held}, or leave the restore off."
+        )
     before = "trained its encoder from the first step" if held is None else f"held its encoder for {held} steps"
     logger.warning(f"{checkpoint} {before}; this run holds it until step {steps}.")
 
 
 def check_parallelism(args, model) -> None:
     """Refuse the settings under which a parameter cannot stop and start getting a gradient mid-run."""
-    if (
-        args.fsdp
-        or args.deepspeed
-        or parse_flag_from_env("ACCELERATE_USE_FSDP")
-        or (parse_flag_from_env("ACCELERATE_USE_DEEPSPEED"))
-    ):  # the environment: set by `accelerate launch`'s config, or by the Accelerator given a plugin
+    # `accelerate launch`'s config (or an Accelerator given a plugin) chooses them through the environment instead.
+    chosen_in_environment = parse_flag_from_env("ACCELERATE_USE_FSDP") or parse_flag_from_env(
+        "ACCELERATE_USE_DEEPSPEED"
+    )
+    if args.fsdp or args.deepspeed or chosen_in_environment:
         raise ValueError(
             "--hold_encoder_steps switches the encoder's gradient off mid-run, which is untested with FSDP and "
             "DeepSpeed (their sharded parameters and optimizer states); hold the encoder on one device or with plain "

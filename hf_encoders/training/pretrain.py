@@ -178,7 +178,7 @@ def build_trainer(
     recipe = get_recipe(args.method)
     recipe.check_arguments(args)  # the options as given, before a resumed run reads its own tokenizer
     if resume_from_checkpoint is not None:
-        recipe.check_resume(args, resume_from_checkpoint)
+        recipe.check_resume(args, training_args, resume_from_checkpoint)
     if resume_from_checkpoint is not None and args.tokenizer_name is None and args.starting_checkpoint is None:
         # A tokenizer trained on the spot cannot be trained again identically (tokenizers' WordPiece trainer breaks
         # frequency ties in hash order), so a resumed run reads the one Trainer saved with the checkpoint.

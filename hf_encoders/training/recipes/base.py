@@ -110,7 +110,7 @@ class Recipe:
         if args.config_overrides and self.config_class is not None:  # a mistyped field fails before the corpus is read
             parse_config_overrides(args.config_overrides, self.config_class)
 
-    def check_resume(self, args, checkpoint: str) -> None:
+    def check_resume(self, args, training_args, checkpoint: str) -> None:
         """Refuse to resume `checkpoint` with options that would not continue it exactly (a method's own rules)."""
 
     def unread_options(self, args) -> dict[str, str]:

@@ -57,8 +57,9 @@ class MaeLmRecipe(BertBlocksRecipe):
                 )
         super().check_arguments(args)
 
-    def check_resume(self, args, checkpoint: str) -> None:
-        check_resumed_hold(args.hold_encoder_steps, checkpoint)
+    def check_resume(self, args, training_args, checkpoint: str) -> None:
+        restores = training_args.restore_callback_states_from_checkpoint
+        check_resumed_hold(args.hold_encoder_steps, checkpoint, restores_callback_states=restores)
 
     def callbacks(self, args):
         return [] if args.hold_encoder_steps is None else [EncoderHoldCallback(args.hold_encoder_steps)]
