@@ -22,6 +22,7 @@ from pathlib import Path
 
 import mae_lm_probe
 from corpus import read_sources
+from filelock import FileLock
 from report import KINDS, collected_timings, on_unigram_plateau, write_report
 from tasks import write_task_folders
 from wall_time import RECORD_LABELS, measuring
@@ -113,9 +114,18 @@ class Runner:
 
     @property
     def timings(self) -> dict[str, dict]:
-        """Step (its output folder under --output-dir) -> its experiment and Measurement; read afresh, as two runners
-        may share --output-dir (one experiment each)."""
+        """Step (its output folder under --output-dir) -> its experiment and Measurement; read afresh, as several
+        runners may share --output-dir (one experiment, or one M-pretrained arm, each)."""
         return json.loads(self.timings_path.read_text()) if self.timings_path.exists() else {}
+
+    def write_timing(self, step: str, entry: dict) -> None:
+        """Rewrite `step`'s record, the others' as they are on disk. The lock keeps another runner from writing
+        between this one's read and write, which would drop its record; the rename keeps a reader from seeing the
+        file half-written (a torn read once killed a sampling thread, and the step's time stopped being recorded)."""
+        with FileLock(f"{self.timings_path}.lock"):
+            written = self.timings_path.with_name(f"{self.timings_path.name}.{os.getpid()}")
+            written.write_text(json.dumps({**self.timings, step: entry}, indent=2))
+            written.replace(self.timings_path)
 
     @contextmanager
     def measured(self, folder: Path):
@@ -126,8 +136,9 @@ class Runner:
         earlier = {key: value for key, value in self.timings.get(step, {}).items() if key not in RECORD_LABELS}
 
         def record(measurement, finished=False):
-            entry = {"experiment": self.experiment, "finished": finished, **measurement.after(earlier).as_dict()}
-            self.timings_path.write_text(json.dumps({**self.timings, step: entry}, indent=2))
+            self.write_timing(
+                step, {"experiment": self.experiment, "finished": finished, **measurement.after(earlier).as_dict()}
+            )
 
         with measuring(on_sample=record, sample_every=self.SAMPLE_EVERY) as measurement:
             yield

@@ -9,6 +9,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -301,6 +302,31 @@ def test_a_session_killed_mid_step_keeps_the_time_it_had_recorded(runner, monkey
     pretrain(runner)
     resumed = json.loads(runner.timings_path.read_text())["pretrain/arm"]
     assert resumed["sessions"] == 2 and resumed["seconds"] >= killed["seconds"] and resumed["finished"] is True
+
+
+def test_arms_run_side_by_side_never_lose_or_tear_each_others_timings(tmp_path):
+    """Three M-pretrained arms, one process each, rewrite one timings.json every minute. Unlocked, a reader saw it
+    half-written (JSONDecodeError) and a writer dropped another's record; threads race the same way, faster."""
+    runners = [reproduce.Runner(argparse.Namespace(output_dir=tmp_path, seed=0)) for _ in range(3)]
+    failures = []
+
+    def arm(index):
+        try:
+            for count in range(60):
+                runners[index].write_timing(f"pretrain/arm_{index}", {"experiment": "M", "seconds": count})
+                assert f"pretrain/arm_{index}" in runners[(index + 1) % 3].timings  # read between the writers
+        except Exception as error:  # a thread's error must reach the test
+            failures.append(error)
+
+    threads = [threading.Thread(target=arm, args=(index,)) for index in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert {step: entry["seconds"] for step, entry in runners[0].timings.items()} == {
+        f"pretrain/arm_{index}": 59 for index in range(3)
+    }
 
 
 def test_the_report_tables_every_step_and_older_totals(tmp_path):
