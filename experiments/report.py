@@ -3,6 +3,7 @@ rule stated beside it, the figures (copied to experiments/figures/), wall times,
 
 import collections
 import functools
+import itertools
 import json
 import os
 import shutil
@@ -24,22 +25,27 @@ from hf_encoders.training.encoder_hold import held_steps_in_card
 
 VERDICTS = {2: "reproduced", 1: "partly", 0: "not reproduced"}
 KINDS = ["sc", "tc", "qa", "ir"]
+SUMMARY_HEADER = "| id | the paper's statement |"
+UNFINISHED = "unfinished"  # how the wall-time table marks a step that has not run to its end
 
 
 def write_report(root: Path, here: Path, timings: dict, settings, seeds: dict[str, int]) -> Path:
     figures = here / "figures"
     figures.mkdir(exist_ok=True)
     previous = (here / "REPORT.md").read_text() if (here / "REPORT.md").exists() else ""
-    rows, sections, carried = [], [], []
+    rows, sections, carried, carried_experiments = [], [], [], set()
     for claim in (t1, t1_trained_head, m1, m2, m_pretrained, b1, b2, b2_equal_budget, u_masking):
         result = claim(root, figures)
         if result is None and (result := carried_over(previous, claim.__name__)) is not None:
-            carried += CLAIM_BLOCKS[claim.__name__][0]
+            ids, _, experiment = CLAIM_BLOCKS[claim.__name__]
+            carried += ids
+            carried_experiments.add(experiment)
         if result is None:
             continue
         row, section = result
         rows.append(row)
         sections.append(section)
+    carried_times = carried_wall_times(previous, carried_experiments, timings)
     lines = [
         "# Reproducing the papers' headline effects at small scale",
         "",
@@ -51,23 +57,23 @@ def write_report(root: Path, here: Path, timings: dict, settings, seeds: dict[st
         "`masking_sweep.py --output-dir runs/b1_s0 --steps 1500 --mae-lm-steps 400`, and `reproduce.py --only report "
         "--steps 1500 --output-dir runs` pooled them.",
         "",
-        *setup_lines(data_root(root), timings, settings, seeds),
+        *setup_lines(data_root(root), timings, settings, seeds, carried_times),
         *(
             [
                 f"- Carried over unchanged from the previous report, whose runs are not in {root}: "
-                f"{'; '.join(carried)}. They ran in an earlier set-up, which What we found states."
+                f"{'; '.join(carried)}. Where they ran in an earlier set-up, What we found says so."
             ]
             if carried
             else []
         ),
         "",
-        "| id | the paper's statement | our numbers | verdict |",
+        f"{SUMMARY_HEADER} our numbers | verdict |",
         "|---|---|---|---|",
         *rows,
         "",
         *[line for section in sections for line in section],
         (here / "findings.md").read_text() if (here / "findings.md").exists() else "",
-        *wall_time_lines(timings),
+        *wall_time_lines(timings, carried_times),
     ]
     path = here / "REPORT.md"
     path.write_text("\n".join(lines))
@@ -75,26 +81,31 @@ def write_report(root: Path, here: Path, timings: dict, settings, seeds: dict[st
     return path
 
 
-# Each claim's rows in the summary table (by their first cell) and the heading of its section, if it has one.
+# Each claim's rows in the summary table (by their first cell), the heading of its section, if it has one, and the
+# experiment that names its steps in timings.json.
 CLAIM_BLOCKS = {
-    "t1": (("T1",), "## T1 — "),
-    "t1_trained_head": (("T1, trained head",), "## T1 from a start with a trained MLM head"),
-    "m1": (("M1",), "## M1, M2 — "),
-    "m2": (("M2",), None),
-    "m_pretrained": (("M1, pretrained start", "M2, pretrained start"), "## M1, M2 from a pretrained start"),
-    "b1": (("B1",), "## B1 "),
-    "b2": (("B2",), None),
-    "b2_equal_budget": (("B2, equal budget",), "## B2 at equal budget"),
-    "u_masking": (("U",), "## U "),
+    "t1": (("T1",), "## T1 — ", "T1"),
+    "t1_trained_head": (("T1, trained head",), "## T1 from a start with a trained MLM head", "T1-trained-head"),
+    "m1": (("M1",), "## M1, M2 — ", "M"),
+    "m2": (("M2",), None, "M"),
+    "m_pretrained": (
+        ("M1, pretrained start", "M2, pretrained start"),
+        "## M1, M2 from a pretrained start",
+        "M-pretrained",
+    ),
+    "b1": (("B1",), "## B1 ", "B1"),
+    "b2": (("B2",), None, "B2"),
+    "b2_equal_budget": (("B2, equal budget",), "## B2 at equal budget", "B2-equal-budget"),
+    "u_masking": (("U",), "## U ", "U"),
 }
 
 
 def carried_over(previous: str, claim: str) -> tuple[str, list[str]] | None:
     """A claim's rows and section as the previous REPORT.md has them. Runs outlive no session (their checkpoints are
     not kept), so regenerating one experiment must not drop the others' results."""
-    ids, heading = CLAIM_BLOCKS[claim]
+    ids, heading, _ = CLAIM_BLOCKS[claim]
     lines = previous.splitlines()
-    rows = [line for line in lines if any(line.startswith(f"| {claim_id} |") for claim_id in ids)]
+    rows = [line for line in summary_rows(lines) if any(line.startswith(f"| {claim_id} |") for claim_id in ids)]
     if not rows:
         return None
     starts = [index for index, line in enumerate(lines) if heading and line.startswith(heading)]
@@ -102,6 +113,25 @@ def carried_over(previous: str, claim: str) -> tuple[str, list[str]] | None:
         return "\n".join(rows), []
     ends = [index for index in range(starts[0] + 1, len(lines)) if lines[index].startswith("## ")]
     return "\n".join(rows), lines[starts[0] : ends[0] if ends else len(lines)]
+
+
+def summary_rows(lines: list[str]) -> list[str]:
+    """The rows of a report's summary table (one per claim), not those of the tables below it: the wall-time table's
+    rows also open with an experiment's name."""
+    header = next((index for index, line in enumerate(lines) if line.startswith(SUMMARY_HEADER)), len(lines))
+    rows = itertools.takewhile(lambda line: line.startswith("|"), lines[header + 2 :])  # past the header's two lines
+    return list(rows)
+
+
+def carried_wall_times(previous: str, experiments: set[str], timings: dict) -> list[list[str]]:
+    """The previous REPORT.md's wall-time rows (their cells) of the `experiments` whose claims it carries over, less
+    the steps that ran again into `timings`: what a carried result cost stays in the report beside it."""
+    lines = previous.splitlines()
+    if "## Wall time" not in lines:
+        return []
+    table = [line for line in lines[lines.index("## Wall time") :] if line.startswith("| ")][1:]  # less the header
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in table]
+    return [row for row in rows if row[0] in experiments and row[1] not in timings]
 
 
 def folders_of(root: Path) -> list[Path]:
@@ -127,13 +157,16 @@ def unigram_entropy(root: Path, tokenizer_path: Path | None = None) -> float:
     return entropy_of(token_counts(tokenizer, texts))
 
 
-def setup_lines(root: Path, timings: dict, settings, seeds: dict) -> list[str]:
+def setup_lines(root: Path, timings: dict, settings, seeds: dict, carried_times: list[list[str]] = ()) -> list[str]:
     corpus = [json.loads(line)["text"] for line in (root / "corpus.jsonl").open()]
     words = sum(len(text.split()) for text in corpus)
     totals = collections.Counter()
     for step in step_timings(timings).values():
         if step.get("finished", True):  # records older than the flag are of finished steps
             totals[step["experiment"]] += step["seconds"]
+    for experiment, _, minutes, *_, status in carried_times:
+        if UNFINISHED not in status:
+            totals[experiment] += float(minutes) * 60
     times = ", ".join(f"{name} {seconds / 60:.0f} min" for name, seconds in totals.items())
     # In the from-scratch arms' vocabulary; where only continued arms ran, their sections give it in MiniLM's.
     scratch_entropy = (
@@ -191,8 +224,9 @@ def step_timings(timings: dict) -> dict[str, dict]:
     }
 
 
-def wall_time_lines(timings: dict) -> list[str]:
-    """Each step's wall time and whether it ran alone (experiments/wall_time.py's rule), per experiment."""
+def wall_time_lines(timings: dict, carried_times: list[list[str]] = ()) -> list[str]:
+    """Each step's wall time and whether it ran alone (experiments/wall_time.py's rule), per experiment; then the
+    carried-over claims' rows as the previous report had them."""
     rows = []
     for step, entry in step_timings(timings).items():
         if "load_average" not in entry:
@@ -203,7 +237,7 @@ def wall_time_lines(timings: dict) -> list[str]:
         if measurement.sessions > 1:
             status += f", {measurement.sessions} sessions"
         if not entry.get("finished", True):
-            status += ", unfinished (running, or cut and not resumed yet)"
+            status += f", {UNFINISHED} (running, or cut and not resumed yet)"
         rows.append([
             entry["experiment"], step, f"{measurement.seconds / 60:.1f}", f"{measurement.cpu_seconds / 60:.1f}",
             f"{measurement.others_load:.2f}", measurement.other_processes, status,
@@ -218,7 +252,7 @@ def wall_time_lines(timings: dict) -> list[str]:
         f"under {ALONE_LOAD} cores and no other busy process ran. A step resumed from its checkpoint adds up its "
         "sessions.",
         "",
-        *markdown_table(header, rows),
+        *markdown_table(header, [*rows, *carried_times]),
     ]
 
 

@@ -523,10 +523,12 @@ def test_b2_at_equal_budget_pools_both_seeds_and_counts_the_tasks_the_clm_start_
 def test_a_claim_without_runs_keeps_its_rows_and_section_from_the_previous_report():
     previous = "\n".join(
         [
-            "| id | statement | numbers | verdict |",
+            "| id | the paper's statement | our numbers | verdict |",
+            "|---|---|---|---|",
             "| M1 | rank | 1 / 2 | partly |",
             "| M1, pretrained start | rank | 3 | void |",
             "| M2 | sweep | 4 | partly |",
+            "| T1 | similarity | 0.3 | partly |",
             "",
             "## T1 — TaCL",
             "t1 text",
@@ -535,13 +537,58 @@ def test_a_claim_without_runs_keeps_its_rows_and_section_from_the_previous_repor
             "### The same sweep at 1e-3",
             "more m text",
             "## What we found",
+            "## Wall time",
+            "| experiment | step | wall min | CPU min | others' load (cores) | other busy processes |  |",
+            "| T1 | t1_s0/pretrain/t1_mlm | 41.6 | 22.5 | 3.26 | 4 | shared |",
         ]
     )
     rows, section = report.carried_over(previous, "m1")
     assert rows == "| M1 | rank | 1 / 2 | partly |"
     assert section == ["## M1, M2 — MAE-LM", "m text", "### The same sweep at 1e-3", "more m text"]
     assert report.carried_over(previous, "m2") == ("| M2 | sweep | 4 | partly |", [])
+    # The wall-time table's rows also open with an experiment's name; only the summary table's are claims.
+    assert report.carried_over(previous, "t1") == ("| T1 | similarity | 0.3 | partly |", ["## T1 — TaCL", "t1 text"])
     assert report.carried_over(previous, "b2") is None
+
+
+def test_a_carried_claims_wall_times_stay_in_the_table_and_the_totals_unless_its_steps_ran_again(tmp_path):
+    header = "| experiment | step | wall min | CPU min | others' load (cores) | other busy processes |  |"
+    previous = "\n".join(
+        [
+            "## Wall time",
+            "",
+            header,
+            "|---|---|---|---|---|---|---|",
+            "| T1 | t1_s0/pretrain/t1_mlm | 41.6 | 22.5 | 3.26 | 4 | shared |",
+            "| T1 | t1_s0/evaluate/t1 | 61.4 | 48.0 | 1.86 | 3 | shared |",
+            "| M-pretrained | mp6000/pretrain/mp_delta_0.0 | 41.1 | 33.6 | 1.71 | 4 | shared, unfinished (running) |",
+            "| M-pretrained | mp6000/pretrain/mp_delta_1.0 | 49.1 | 24.6 | 3.33 | 4 | shared, unfinished (running) |",
+            "| B1 | b1_s0/pretrain/b1_mlm_only | 23.9 | 14.5 | 3.25 | 4 | shared |",
+        ]
+    )
+    # This regeneration has M-pretrained's 0.0 arm running again; T1 and M-pretrained are carried, B1 is not.
+    measured = {"seconds": 600, "cpu_seconds": 600, "load_average": 1.0, "other_processes": 0, "sessions": 1}
+    timings = {"mp6000/pretrain/mp_delta_0.0": {"experiment": "M-pretrained", "finished": False, **measured}}
+    carried = report.carried_wall_times(previous, {"T1", "M-pretrained"}, timings)
+    assert carried == [
+        ["T1", "t1_s0/pretrain/t1_mlm", "41.6", "22.5", "3.26", "4", "shared"],
+        ["T1", "t1_s0/evaluate/t1", "61.4", "48.0", "1.86", "3", "shared"],
+        ["M-pretrained", "mp6000/pretrain/mp_delta_1.0", "49.1", "24.6", "3.33", "4", "shared, unfinished (running)"],
+    ]
+    lines = report.wall_time_lines(timings, carried)
+    assert lines[-4:] == [
+        "| M-pretrained | mp6000/pretrain/mp_delta_0.0 | 10.0 | 10.0 | 0.00 | 0 | "
+        "alone, unfinished (running, or cut and not resumed yet) |",
+        "| T1 | t1_s0/pretrain/t1_mlm | 41.6 | 22.5 | 3.26 | 4 | shared |",
+        "| T1 | t1_s0/evaluate/t1 | 61.4 | 48.0 | 1.86 | 3 | shared |",
+        "| M-pretrained | mp6000/pretrain/mp_delta_1.0 | 49.1 | 24.6 | 3.33 | 4 | shared, unfinished (running) |",
+    ]
+    # The totals count the carried finished steps (T1: 41.6 + 61.4 minutes) and no unfinished one.
+    (tmp_path / "corpus.jsonl").write_text(json.dumps({"text": "a page"}) + "\n")
+    settings = argparse.Namespace(steps=1500, continue_steps=500, cpt_steps=20, finetune_steps=75)
+    setup = "\n".join(report.setup_lines(tmp_path, timings, settings, {"T1": 3}, carried))
+    assert "pre-training + analysis + fine-tuning, finished steps: T1 103 min;" in setup
+    assert report.carried_wall_times("no wall-time section", {"T1"}, timings) == []
 
 
 # Each T1 claim's fine-tuned folders (its start, then the MLM and TaCL arms) in a seed folder.
