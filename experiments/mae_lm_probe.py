@@ -1,6 +1,7 @@
 """Why an MAE-LM encoder's real tokens use the rank they do: three measures `hf-encoders analyze` does not take.
 
-For each MAE-LM pre-training checkpoint (encoder, decoder and LM head), on blocks of the corpus:
+For each MAE-LM pre-training checkpoint (encoder, decoder and LM head), on blocks of the corpus, every [MASK] removed
+from the encoder's input (δ = 0's view, whatever δ the model trained with) unless a measure says otherwise:
 - the top layer's rank_0.9 of real tokens uncentered (MAE-LM's definition) and centered, and the share of their
   energy in the mean direction: a large shared offset (post-LN bias) lowers the uncentered rank by itself;
 - the masked-LM loss with the encoder's states, and with every encoder state replaced by their mean: the gap is how
@@ -10,7 +11,10 @@ For each MAE-LM pre-training checkpoint (encoder, decoder and LM head), on block
   only through the decoder's attention (no residual path at a masked position), so its share is far smaller;
 - the masked-LM loss with half the [MASK]s kept in the encoder input (δ = 0.5), at those the encoder saw and at those
   it did not: one decoder, one budget, so the gap is what the encoder's own state at a masked position is worth against
-  the context the decoder gathers from the kept tokens alone.
+  the context the decoder gathers from the kept tokens alone;
+- per decoder layer, the share of a masked position's attention that goes to its nearest neighbours, beside the share
+  uniform attention gives them: with δ = 0 the decoder can predict a masked token only by gathering its context, and
+  the neighbours are where most of it is.
 """
 
 import json
@@ -55,6 +59,34 @@ def probe(checkpoint: Path, texts: list[str], blocks: int = 64, length: int = 12
         "encoder_gradient_share": gradient_share(model, "mae_lm.layers."),
         "masked_lm_loss_seen_by_encoder": seen_loss,
         "masked_lm_loss_unseen_by_encoder": unseen_loss,
+        **neighbour_attention(model, corrupted, labels),
+    }
+
+
+def neighbour_attention(model, corrupted, labels, reach: int = 2) -> dict:
+    """Per decoder layer, the share of a masked position's attention (mean over heads and masked positions) that goes
+    to the positions at most `reach` away (not itself), and the share uniform attention would give them."""
+    captured = []
+    hooks = [
+        layer.attention.register_forward_hook(lambda module, inputs, output: captured.append(output[1]))
+        for layer in model.decoder.layers
+    ]
+    implementation = model.config._attn_implementation
+    model.set_attn_implementation("eager")  # SDPA returns no attention weights
+    try:
+        with torch.no_grad():
+            model(corrupted, labels=labels)
+    finally:
+        model.set_attn_implementation(implementation)
+        for hook in hooks:
+            hook.remove()
+    length = corrupted.shape[1]
+    distance = (torch.arange(length)[:, None] - torch.arange(length)[None, :]).abs()
+    near = ((distance >= 1) & (distance <= reach)).to(captured[0].dtype)  # (query, key)
+    masked = labels != -100
+    return {
+        "decoder_neighbour_attention": [float((weights * near).sum(-1).mean(1)[masked].mean()) for weights in captured],
+        "neighbour_attention_if_uniform": float((near.sum(-1) / length).expand_as(masked)[masked].mean()),
     }
 
 

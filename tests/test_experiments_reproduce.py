@@ -691,3 +691,62 @@ def test_the_probe_splits_the_loss_by_whether_the_encoder_saw_the_mask_and_the_h
         mixed = model(corrupted, labels=labels, masks_in_encoder=half).loss.item()
         count = half.sum().item()
         assert (seen * count + unseen * (masked.sum().item() - count)) / masked.sum().item() == pytest.approx(mixed)
+
+
+def test_the_probe_measures_how_much_of_a_masked_positions_decoder_attention_goes_to_its_neighbours():
+    import mae_lm_probe
+    import torch
+
+    from hf_encoders import MaeLmForMaskedLM
+    from tests.tiny_models import MASK_TOKEN_ID, counting_batch, tiny_mae_lm_config
+
+    torch.manual_seed(0)
+    model = MaeLmForMaskedLM(tiny_mae_lm_config()).eval()
+    batch = counting_batch("mae_lm", torch.Generator().manual_seed(0))
+    labels = batch["labels"]
+    masked = labels != -100
+    corrupted = batch["input_ids"].masked_fill(masked, MASK_TOKEN_ID)
+    inputs = []
+    model.decoder.layers[0].register_forward_pre_hook(lambda module, args: inputs.append(args[0]))
+    measured = mae_lm_probe.neighbour_attention(model, corrupted, labels)
+    # The first layer's attention computed by hand from what the layer read: softmax(q k^T / sqrt(d)) per head.
+    attention = model.decoder.layers[0].attention
+    heads = (*inputs[-1].shape[:2], attention.num_heads, attention.head_dim)
+    query, key = (
+        projection(inputs[-1]).view(heads).transpose(1, 2) for projection in (attention.q_proj, attention.k_proj)
+    )
+    weights = torch.softmax(query @ key.transpose(-1, -2) * attention.head_dim**-0.5, dim=-1)
+    positions = torch.arange(corrupted.shape[1])
+    near = [(i, j) for i in positions.tolist() for j in positions.tolist() if 1 <= abs(i - j) <= 2]
+    share = torch.zeros(corrupted.shape)
+    for i, j in near:
+        share[:, i] += weights[:, :, i, j].mean(1)
+    assert measured["decoder_neighbour_attention"][0] == pytest.approx(share[masked].mean().item(), rel=1e-5)
+    assert len(measured["decoder_neighbour_attention"]) == len(model.decoder.layers)
+    # Without queries and keys every layer attends uniformly, so it gives the neighbours the uniform share.
+    with torch.no_grad():
+        for layer in model.decoder.layers:
+            for projection in (layer.attention.q_proj, layer.attention.k_proj):
+                projection.weight.zero_()
+                projection.bias.zero_()
+    uniform = mae_lm_probe.neighbour_attention(model, corrupted, labels)
+    assert uniform["decoder_neighbour_attention"] == pytest.approx(
+        [uniform["neighbour_attention_if_uniform"]] * len(model.decoder.layers)
+    )
+    counts = torch.tensor([sum(1 for j in positions.tolist() if 1 <= abs(i - j) <= 2) for i in positions.tolist()])
+    expected = (counts / len(positions)).expand_as(masked)[masked].mean().item()
+    assert uniform["neighbour_attention_if_uniform"] == pytest.approx(expected)
+    assert model.config._attn_implementation != "eager"  # the probe put the model's attention back as it was
+
+
+def test_the_probe_table_shows_the_neighbour_attention_where_the_probe_measured_it(tmp_path):
+    measured = {"rank_uncentered": 150, "rank_centered": 160, "mean_direction_energy": 0.05, "masked_lm_loss": 6.0}
+    measured |= {"masked_lm_loss_encoder_ablated": 6.4, "encoder_gradient_share": 0.46}
+    attention = {"decoder_neighbour_attention": [0.1234, 0.3], "neighbour_attention_if_uniform": 0.0311}
+    probes = {"mp_delta_0.0": measured | attention, "mp_delta_1.0": measured}  # the second from an older probe
+    (tmp_path / "analysis" / "mp").mkdir(parents=True)
+    (tmp_path / "analysis" / "mp" / "probe.json").write_text(json.dumps(probes))
+    header, _, with_attention, without, _ = report.probe_lines(tmp_path, "mp")
+    assert header.endswith("| decoder attention of a masked position to the 2 tokens each side, per layer (uniform) |")
+    assert with_attention == "| 0.0 | 150 | 160 | 0.050 | 6.000 | 6.400 | 0.46 |  |  | 0.123, 0.300 (0.031) |"
+    assert without == "| 1.0 | 150 | 160 | 0.050 | 6.000 | 6.400 | 0.46 |  |  |  |"
