@@ -65,8 +65,10 @@ FAMILIES: dict[str, Family] = {
             config="hf_encoders.models.mae_lm:MaeLmConfig",
             lora_target_modules=("q_proj", "v_proj"),  # the pre-training decoder (dropped at fine-tuning) shares them
             export_note="MAE-LM checkpoints need no export: fine-tune them with --trust_remote_code",
-            demo_confounds="relative position bias, a decoder, no loss on unmasked tokens; at this budget its encoder "
-            "is still unused (the unigram plateau: experiments/REPORT.md, M), so its rank says nothing about MAE-LM",
+            demo_confounds="relative position bias, a decoder, no loss on unmasked tokens; from scratch at this budget "
+            "its decoder learns token frequencies before it reads the encoder (the unigram plateau: "
+            "experiments/scan/SCAN.md), so its rank says nothing about MAE-LM; continued from a pretrained encoder, "
+            "its decoder reads the encoder (experiments/REPORT.md, M from a pretrained start)",
         ),
         Family(
             name="tacl",
