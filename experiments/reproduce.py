@@ -440,6 +440,7 @@ def main(argv: list[str] | None = None) -> int:
             runner.experiment = name
             experiments[name](runner)
     if "report" in chosen:
+        tokenizer(runner)  # the vocabulary of the set-up's unigram entropy, trained when no from-scratch arm ran here
         write_report(runner.root, HERE, collected_timings(runner.root), settings, FINETUNE_SEEDS)
     return 0
 

@@ -750,3 +750,17 @@ def test_the_probe_table_shows_the_neighbour_attention_where_the_probe_measured_
     assert header.endswith("| decoder attention of a masked position to the 2 tokens each side, per layer (uniform) |")
     assert with_attention == "| 0.0 | 150 | 160 | 0.050 | 6.000 | 6.400 | 0.46 |  |  | 0.123, 0.300 (0.031) |"
     assert without == "| 1.0 | 150 | 160 | 0.050 | 6.000 | 6.400 | 0.46 |  |  |  |"
+
+
+def test_the_report_of_a_folder_without_from_scratch_arms_trains_their_tokenizer_for_the_unigram_entropy(
+    tmp_path, monkeypatch
+):
+    # Only continued arms ran here (M-pretrained in MiniLM's vocabulary): the set-up still states the entropy in the
+    # from-scratch vocabulary, which the carried-over from-scratch claims are judged against.
+    texts = [f"the {word} module reads a file and writes {word} records" for word in ("json", "csv", "os", "io")]
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
+    reports = []
+    monkeypatch.setattr(reproduce, "write_report", lambda root, *rest: reports.append(report.data_root(root)))
+    reproduce.main(["--corpus", str(tmp_path / "sources"), "--only", "report", "--output-dir", str(tmp_path)])
+    assert reports == [tmp_path]
+    assert report.unigram_entropy(tmp_path) > 0  # the trained vocabulary tokenizes the corpus
