@@ -18,6 +18,7 @@ from the encoder's input (δ = 0's view, whatever δ the model trained with) unl
 """
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -65,7 +66,9 @@ def probe(checkpoint: Path, texts: list[str], blocks: int = 64, length: int = 12
 
 def neighbour_attention(model, corrupted, labels, reach: int = 2) -> dict:
     """Per decoder layer, the share of a masked position's attention (mean over heads and masked positions) that goes
-    to the positions at most `reach` away (not itself), and the share uniform attention would give them."""
+    to the positions at most `reach` away (not itself), and the share uniform attention would give them; and the
+    entropy of that attention (nats), beside uniform attention's: near it, attention that leaves the neighbours at
+    their uniform share is spread evenly, not fixed on other tokens."""
     captured = []
     hooks = [
         layer.attention.register_forward_hook(lambda module, inputs, output: captured.append(output[1]))
@@ -87,6 +90,10 @@ def neighbour_attention(model, corrupted, labels, reach: int = 2) -> dict:
     return {
         "decoder_neighbour_attention": [float((weights * near).sum(-1).mean(1)[masked].mean()) for weights in captured],
         "neighbour_attention_if_uniform": float((near.sum(-1) / length).expand_as(masked)[masked].mean()),
+        "decoder_attention_entropy": [
+            float(-(weights * weights.clamp_min(1e-30).log()).sum(-1).mean(1)[masked].mean()) for weights in captured
+        ],
+        "attention_entropy_if_uniform": math.log(length),
     }
 
 

@@ -522,21 +522,30 @@ def probe_lines(root: Path, sweep: str) -> list[str]:
             f"{p['masked_lm_loss_encoder_ablated']:.3f}",
             f"{p['encoder_gradient_share']:.2g}",
             *(f"{p[key]:.3f}" if key in p else "" for key in VIEW_KEYS),
-            neighbour_attention_cell(p),
+            *attention_cells(p),
         ]
         for name, p in json.loads(path.read_text()).items()
     ]
     views = ["MLM loss, δ = 0.5 input: [MASK]s the encoder saw", "… and those it did not"]
-    attention = "decoder attention of a masked position to the 2 tokens each side, per layer (uniform)"
-    return [*markdown_table([*header, "encoder's gradient share", *views, attention], rows), ""]
+    attention = [
+        "decoder attention of a masked position to the 2 tokens each side, per layer (uniform)",
+        "its entropy, nats (uniform)",
+    ]
+    return [*markdown_table([*header, "encoder's gradient share", *views, *attention], rows), ""]
 
 
-def neighbour_attention_cell(probe: dict) -> str:
-    """mae_lm_probe.py's neighbour attention per decoder layer, beside uniform attention's; blank for older probes."""
+def attention_cells(probe: dict) -> list[str]:
+    """mae_lm_probe.py's decoder attention per layer, its share on the neighbours and its entropy, each beside uniform
+    attention's; blank for probes older than the measure."""
     if "decoder_neighbour_attention" not in probe:
-        return ""
-    layers = ", ".join(f"{share:.3f}" for share in probe["decoder_neighbour_attention"])
-    return f"{layers} ({probe['neighbour_attention_if_uniform']:.3f})"
+        return ["", ""]
+    return [
+        f"{', '.join(f'{value:.3f}' for value in probe[measure])} ({probe[uniform]:.3f})"
+        for measure, uniform in (
+            ("decoder_neighbour_attention", "neighbour_attention_if_uniform"),
+            ("decoder_attention_entropy", "attention_entropy_if_uniform"),
+        )
+    ]
 
 
 # mae_lm_probe.py's loss split by whether the encoder saw the [MASK] (half of them kept in its input).

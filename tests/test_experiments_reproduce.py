@@ -5,6 +5,7 @@ one is skipped, and every step's wall time is recorded with the load beside it (
 import argparse
 import functools
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -722,6 +723,8 @@ def test_the_probe_measures_how_much_of_a_masked_positions_decoder_attention_goe
     for i, j in near:
         share[:, i] += weights[:, :, i, j].mean(1)
     assert measured["decoder_neighbour_attention"][0] == pytest.approx(share[masked].mean().item(), rel=1e-5)
+    entropy = -(weights * weights.log()).sum(-1).mean(1)
+    assert measured["decoder_attention_entropy"][0] == pytest.approx(entropy[masked].mean().item(), rel=1e-5)
     assert len(measured["decoder_neighbour_attention"]) == len(model.decoder.layers)
     # Without queries and keys every layer attends uniformly, so it gives the neighbours the uniform share.
     with torch.no_grad():
@@ -736,6 +739,8 @@ def test_the_probe_measures_how_much_of_a_masked_positions_decoder_attention_goe
     counts = torch.tensor([sum(1 for j in positions.tolist() if 1 <= abs(i - j) <= 2) for i in positions.tolist()])
     expected = (counts / len(positions)).expand_as(masked)[masked].mean().item()
     assert uniform["neighbour_attention_if_uniform"] == pytest.approx(expected)
+    assert uniform["decoder_attention_entropy"] == pytest.approx([math.log(len(positions))] * len(model.decoder.layers))
+    assert uniform["attention_entropy_if_uniform"] == pytest.approx(math.log(len(positions)))
     assert model.config._attn_implementation != "eager"  # the probe put the model's attention back as it was
 
 
@@ -743,13 +748,18 @@ def test_the_probe_table_shows_the_neighbour_attention_where_the_probe_measured_
     measured = {"rank_uncentered": 150, "rank_centered": 160, "mean_direction_energy": 0.05, "masked_lm_loss": 6.0}
     measured |= {"masked_lm_loss_encoder_ablated": 6.4, "encoder_gradient_share": 0.46}
     attention = {"decoder_neighbour_attention": [0.1234, 0.3], "neighbour_attention_if_uniform": 0.0311}
+    attention |= {"decoder_attention_entropy": [4.8, 2.5], "attention_entropy_if_uniform": 4.852}
     probes = {"mp_delta_0.0": measured | attention, "mp_delta_1.0": measured}  # the second from an older probe
     (tmp_path / "analysis" / "mp").mkdir(parents=True)
     (tmp_path / "analysis" / "mp" / "probe.json").write_text(json.dumps(probes))
     header, _, with_attention, without, _ = report.probe_lines(tmp_path, "mp")
-    assert header.endswith("| decoder attention of a masked position to the 2 tokens each side, per layer (uniform) |")
-    assert with_attention == "| 0.0 | 150 | 160 | 0.050 | 6.000 | 6.400 | 0.46 |  |  | 0.123, 0.300 (0.031) |"
-    assert without == "| 1.0 | 150 | 160 | 0.050 | 6.000 | 6.400 | 0.46 |  |  |  |"
+    assert header.endswith(
+        "| decoder attention of a masked position to the 2 tokens each side, per layer (uniform) "
+        "| its entropy, nats (uniform) |"
+    )
+    measured_cells = "| 0.123, 0.300 (0.031) | 4.800, 2.500 (4.852) |"
+    assert with_attention == f"| 0.0 | 150 | 160 | 0.050 | 6.000 | 6.400 | 0.46 |  |  {measured_cells}"
+    assert without == "| 1.0 | 150 | 160 | 0.050 | 6.000 | 6.400 | 0.46 |  |  |  |  |"
 
 
 def test_the_report_of_a_folder_without_from_scratch_arms_trains_their_tokenizer_for_the_unigram_entropy(
