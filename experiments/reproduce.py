@@ -106,7 +106,7 @@ class Runner:
             arguments = (*arguments, "--resume_from_checkpoint", "true")
         print(f"\n$ hf-encoders {' '.join(arguments)}", flush=True)
         environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        with self.measured(done.parent):
+        with self.measured(done.parent, done):
             subprocess.run([sys.executable, "-m", "hf_encoders.cli", *arguments], check=True, env=environment)
         if not done.exists():  # a preempted pretrain exits 0 with a checkpoint and no final model
             raise SystemExit(f"{done.parent} stopped before it finished; run the same command again to resume it.")
@@ -128,10 +128,11 @@ class Runner:
             written.replace(self.timings_path)
 
     @contextmanager
-    def measured(self, folder: Path):
+    def measured(self, folder: Path, done: Path | None = None):
         """Measure the block as the step writing `folder`; a step resumed in a later session adds up its sessions. The
         record is rewritten every SAMPLE_EVERY seconds while the step runs, so a session killed mid-step keeps its
-        time so far; it says `finished` once the block has run to its end."""
+        time so far; it says `finished` once the block has run to its end and written `done`, if given (a preempted
+        pretrain ends its block with a checkpoint, not its final model)."""
         step = folder.relative_to(self.root).as_posix()
         earlier = {key: value for key, value in self.timings.get(step, {}).items() if key not in RECORD_LABELS}
 
@@ -142,7 +143,7 @@ class Runner:
 
         with measuring(on_sample=record, sample_every=self.SAMPLE_EVERY) as measurement:
             yield
-        record(measurement, finished=True)
+        record(measurement, finished=done is None or done.exists())
 
     def pretrain(
         self,

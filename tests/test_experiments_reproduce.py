@@ -94,6 +94,8 @@ def test_an_interrupted_arm_resumes_from_its_last_complete_checkpoint(runner, mo
     for _ in range(2):  # two sessions end without a final model: the script stops and says how to go on
         with pytest.raises(SystemExit, match="stopped before it finished; run the same command again to resume"):
             pretrain(runner)
+        # The preempted command exited normally, but the step has not run to its end.
+        assert json.loads((runner.root / "timings.json").read_text())["pretrain/arm"]["finished"] is False
     assert pretrain(runner) == runner.root / "pretrain" / "arm"
     first, second, third = commands.calls
     assert first[first.index("--save_strategy") + 1] == "steps" and first[first.index("--save_steps") + 1] == "4"
@@ -106,6 +108,7 @@ def test_an_interrupted_arm_resumes_from_its_last_complete_checkpoint(runner, mo
     timings = json.loads((runner.root / "timings.json").read_text())
     assert list(timings) == ["pretrain/arm"]
     assert timings["pretrain/arm"]["experiment"] == "M" and timings["pretrain/arm"]["sessions"] == 3
+    assert timings["pretrain/arm"]["finished"] is True
 
 
 def test_an_arm_whose_steps_its_validations_do_not_divide_is_refused_before_it_runs(b1_runner, calls):
