@@ -671,8 +671,10 @@ def test_the_masking_sweep_compares_span_with_token_masking_and_lists_mae_lm_on_
     assert report.interval(SimpleNamespace(mean=99.0, confidence_interval=(97.0, 101.0))) == "99.0 [97.0, 100.0]"
 
 
-def test_the_probe_splits_the_loss_by_whether_the_encoder_saw_the_mask_and_the_halves_match_the_models_loss():
-    import mae_lm_probe
+@pytest.fixture
+def probed():
+    """A tiny MAE-LM and a batch for mae_lm_probe: the model, the input with every target [MASK]ed, the labels and
+    where the targets are."""
     import torch
 
     from hf_encoders import MaeLmForMaskedLM
@@ -683,7 +685,14 @@ def test_the_probe_splits_the_loss_by_whether_the_encoder_saw_the_mask_and_the_h
     batch = counting_batch("mae_lm", torch.Generator().manual_seed(0))
     labels = batch["labels"]
     masked = labels != -100
-    corrupted = batch["input_ids"].masked_fill(masked, MASK_TOKEN_ID)
+    return model, batch["input_ids"].masked_fill(masked, MASK_TOKEN_ID), labels, masked
+
+
+def test_the_probe_splits_the_loss_by_whether_the_encoder_saw_the_mask_and_the_halves_match_the_models_loss(probed):
+    import mae_lm_probe
+    import torch
+
+    model, corrupted, labels, masked = probed
     with torch.no_grad():
         # Every [MASK] seen, or none: the empty half is NaN (the mean of nothing), not a loss of 0.
         _, unseen = mae_lm_probe.losses_by_encoder_view(model, corrupted, labels, masked)
@@ -697,19 +706,11 @@ def test_the_probe_splits_the_loss_by_whether_the_encoder_saw_the_mask_and_the_h
         assert (seen * count + unseen * (masked.sum().item() - count)) / masked.sum().item() == pytest.approx(mixed)
 
 
-def test_the_probe_measures_how_much_of_a_masked_positions_decoder_attention_goes_to_its_neighbours():
+def test_the_probe_measures_how_much_of_a_masked_positions_decoder_attention_goes_to_its_neighbours(probed):
     import mae_lm_probe
     import torch
 
-    from hf_encoders import MaeLmForMaskedLM
-    from tests.tiny_models import MASK_TOKEN_ID, counting_batch, tiny_mae_lm_config
-
-    torch.manual_seed(0)
-    model = MaeLmForMaskedLM(tiny_mae_lm_config()).eval()
-    batch = counting_batch("mae_lm", torch.Generator().manual_seed(0))
-    labels = batch["labels"]
-    masked = labels != -100
-    corrupted = batch["input_ids"].masked_fill(masked, MASK_TOKEN_ID)
+    model, corrupted, labels, masked = probed
     inputs = []
     model.decoder.layers[0].register_forward_pre_hook(lambda module, args: inputs.append(args[0]))
     measured = mae_lm_probe.neighbour_attention(model, corrupted, labels)
