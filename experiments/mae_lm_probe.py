@@ -1,4 +1,4 @@
-"""Why an MAE-LM encoder's real tokens use the rank they do: three measures `hf-encoders analyze` does not take.
+"""Why an MAE-LM encoder's real tokens use the rank they do: measures `hf-encoders analyze` does not take.
 
 For each MAE-LM pre-training checkpoint (encoder, decoder and LM head), on blocks of the corpus, every [MASK] removed
 from the encoder's input (δ = 0's view, whatever δ the model trained with) unless a measure says otherwise:
@@ -12,9 +12,9 @@ from the encoder's input (δ = 0's view, whatever δ the model trained with) unl
 - the masked-LM loss with half the [MASK]s kept in the encoder input (δ = 0.5), at those the encoder saw and at those
   it did not: one decoder, one budget, so the gap is what the encoder's own state at a masked position is worth against
   the context the decoder gathers from the kept tokens alone;
-- per decoder layer, the share of a masked position's attention that goes to its nearest neighbours, beside the share
-  uniform attention gives them: with δ = 0 the decoder can predict a masked token only by gathering its context, and
-  the neighbours are where most of it is.
+- per decoder layer, the share of a masked position's attention that goes to its nearest neighbours and the entropy of
+  that attention, each beside uniform attention's: with δ = 0 the decoder can predict a masked token only by gathering
+  its context, and the neighbours are where most of it is.
 """
 
 import json
@@ -77,7 +77,7 @@ def neighbour_attention(model, corrupted, labels, reach: int = 2) -> dict:
     implementation = model.config._attn_implementation
     model.set_attn_implementation("eager")  # SDPA returns no attention weights
     try:
-        with torch.no_grad():
+        with torch.no_grad():  # labels: under compact_eval_logits (probe sets it) only their positions are projected
             model(corrupted, labels=labels)
     finally:
         model.set_attn_implementation(implementation)

@@ -23,7 +23,7 @@ from pathlib import Path
 import mae_lm_probe
 from corpus import read_sources
 from filelock import FileLock
-from report import KINDS, collected_timings, on_unigram_plateau, write_report
+from report import KINDS, collected_timings, data_root, on_unigram_plateau, write_report
 from tasks import write_task_folders
 from wall_time import RECORD_LABELS, measuring
 
@@ -441,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
             runner.experiment = name
             experiments[name](runner)
     if "report" in chosen:
-        tokenizer(runner)  # the vocabulary of the set-up's unigram entropy, trained when no from-scratch arm ran here
+        if not (data_root(runner.root) / "tokenizer").exists():  # no from-scratch arm ran here: the set-up's unigram
+            tokenizer(runner)  # entropy is still stated in their vocabulary, trained as they train it
         write_report(runner.root, HERE, collected_timings(runner.root), settings, FINETUNE_SEEDS)
     return 0
 
