@@ -15,8 +15,9 @@ the arms (`reproduce.py --only report`).
 import sys
 from pathlib import Path
 
-from report import MASKING_RUNS, TOKEN_EVAL_SUFFIX, on_unigram_plateau
-from report import U_KINDS as KINDS
+from report.masking import MASKING_RUNS, TOKEN_EVAL_SUFFIX
+from report.masking import U_KINDS as KINDS
+from report.runs import on_unigram_plateau
 from reproduce import SCRATCH_LAYERS, Runner, biphasic_arm, build_parser, prepare, tokenizer
 
 from hf_encoders.data.masking_units import MASKING_UNITS

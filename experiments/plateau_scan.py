@@ -10,7 +10,7 @@ the corpus of experiments/corpus.py, and logs, besides the held-out masked-LM lo
 that reaches the encoder's layers (every `--share-every` steps). Runs live under experiments/runs/scan/ (not
 committed); `summary` collects their curves into experiments/scan/.
 
-Two references for "the plateau": the unigram entropy H of the corpus's tokens (experiments/report.py), which is the
+Two references for "the plateau": the unigram entropy H of the corpus's tokens (experiments/report/runs.py), which is the
 loss of a model that predicts token frequencies and reads nothing; and, for BERT's 80/10/10 masking, the lower loss a
 model reaches by reading only the token AT the position (10% of the targets are left in place, 10% replaced by a
 random token): `context_free_floor`. Only a loss below both says the model reads the context.
@@ -112,7 +112,7 @@ def plateaus() -> dict:
     if path.exists():
         return json.loads(path.read_text())
     sys.path.insert(0, str(HERE))
-    from report import unigram_entropy
+    from report.runs import unigram_entropy
     from transformers import AutoTokenizer
 
     vocab_size = len(AutoTokenizer.from_pretrained(ROOT / "tokenizer"))

@@ -23,8 +23,9 @@ from pathlib import Path
 import mae_lm_probe
 from corpus import read_sources
 from filelock import FileLock
-from report import KINDS, collected_timings, data_root, on_unigram_plateau, write_report
-from tasks import write_task_folders
+from report import write_report
+from report.runs import collected_timings, data_root, on_unigram_plateau
+from tasks import KINDS, write_task_folders
 from wall_time import RECORD_LABELS, measuring
 
 from hf_encoders.training.resume import last_complete_checkpoint

@@ -26,6 +26,7 @@ TOPICS = {
     "whatsnew": "whatsnew",
     **dict.fromkeys(["tutorial", "howto", "faq", "using", "extending"], "guides"),
 }
+KINDS = ["sc", "tc", "qa", "ir"]  # the tasks write_task_folders builds, in the order the report tables them
 SPLITS = {"train": 1200, "validation": 300, "test": 300}
 MAX_WORDS = 100  # longer paragraphs are cut, so inputs fit 128 tokens mostly
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
@@ -33,7 +34,7 @@ SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 
 def write_task_folders(files: list[SourceFile], root: Path, seed: int = 0) -> dict[str, Path]:
     """One folder per task kind under `root`, each holding train/validation/test.jsonl; keyed by kind."""
-    builders = {"sc": topic_examples, "tc": code_tagging_examples, "qa": cloze_examples, "ir": heading_examples}
+    builders = dict(zip(KINDS, (topic_examples, code_tagging_examples, cloze_examples, heading_examples)))
     folders = {}
     for kind, build in builders.items():
         examples = build(files, random.Random(seed))

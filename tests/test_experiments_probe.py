@@ -1,0 +1,88 @@
+"""experiments/mae_lm_probe.py against computations done again by hand: the masked-LM loss split by whether the
+encoder saw the [MASK], and the decoder attention a masked position gives its neighbours."""
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+# The experiments are scripts, not a package: their folder goes on the path, as `python experiments/...` puts it.
+sys.path.insert(0, str(Path(__file__).parents[1] / "experiments"))
+
+
+@pytest.fixture
+def probed():
+    """A tiny MAE-LM and a batch for mae_lm_probe: the model, the input with every target [MASK]ed, the labels and
+    where the targets are."""
+    import torch
+
+    from hf_encoders import MaeLmForMaskedLM
+    from tests.tiny_models import MASK_TOKEN_ID, counting_batch, tiny_mae_lm_config
+
+    torch.manual_seed(0)
+    model = MaeLmForMaskedLM(tiny_mae_lm_config()).eval()
+    batch = counting_batch("mae_lm", torch.Generator().manual_seed(0))
+    labels = batch["labels"]
+    masked = labels != -100
+    return model, batch["input_ids"].masked_fill(masked, MASK_TOKEN_ID), labels, masked
+
+
+def test_the_probe_splits_the_loss_by_whether_the_encoder_saw_the_mask_and_the_halves_match_the_models_loss(probed):
+    import mae_lm_probe
+    import torch
+
+    model, corrupted, labels, masked = probed
+    with torch.no_grad():
+        # Every [MASK] seen, or none: the empty half is NaN (the mean of nothing), not a loss of 0.
+        _, unseen = mae_lm_probe.losses_by_encoder_view(model, corrupted, labels, masked)
+        seen, _ = mae_lm_probe.losses_by_encoder_view(model, corrupted, labels, torch.zeros_like(masked))
+        assert unseen != unseen and seen != seen
+        # Half and half: the two means, weighted by their counts, make the loss of that mixed input.
+        half = masked & (torch.arange(masked.shape[1]) % 2 == 0)
+        seen, unseen = mae_lm_probe.losses_by_encoder_view(model, corrupted, labels, half)
+        mixed = model(corrupted, labels=labels, masks_in_encoder=half).loss.item()
+        count = half.sum().item()
+        assert (seen * count + unseen * (masked.sum().item() - count)) / masked.sum().item() == pytest.approx(mixed)
+
+
+def test_the_probe_measures_how_much_of_a_masked_positions_decoder_attention_goes_to_its_neighbours(probed):
+    import mae_lm_probe
+    import torch
+
+    model, corrupted, labels, masked = probed
+    inputs = []
+    model.decoder.layers[0].register_forward_pre_hook(lambda module, args: inputs.append(args[0]))
+    measured = mae_lm_probe.neighbour_attention(model, corrupted, labels)
+    # The first layer's attention computed by hand from what the layer read: softmax(q k^T / sqrt(d)) per head.
+    attention = model.decoder.layers[0].attention
+    heads = (*inputs[-1].shape[:2], attention.num_heads, attention.head_dim)
+    query, key = (
+        projection(inputs[-1]).view(heads).transpose(1, 2) for projection in (attention.q_proj, attention.k_proj)
+    )
+    weights = torch.softmax(query @ key.transpose(-1, -2) * attention.head_dim**-0.5, dim=-1)
+    positions = torch.arange(corrupted.shape[1])
+    near = [(i, j) for i in positions.tolist() for j in positions.tolist() if 1 <= abs(i - j) <= 2]
+    share = torch.zeros(corrupted.shape)
+    for i, j in near:
+        share[:, i] += weights[:, :, i, j].mean(1)
+    assert measured["decoder_neighbour_attention"][0] == pytest.approx(share[masked].mean().item(), rel=1e-5)
+    entropy = -(weights * weights.log()).sum(-1).mean(1)
+    assert measured["decoder_attention_entropy"][0] == pytest.approx(entropy[masked].mean().item(), rel=1e-5)
+    assert len(measured["decoder_neighbour_attention"]) == len(model.decoder.layers)
+    # Without queries and keys every layer attends uniformly, so it gives the neighbours the uniform share.
+    with torch.no_grad():
+        for layer in model.decoder.layers:
+            for projection in (layer.attention.q_proj, layer.attention.k_proj):
+                projection.weight.zero_()
+                projection.bias.zero_()
+    uniform = mae_lm_probe.neighbour_attention(model, corrupted, labels)
+    assert uniform["decoder_neighbour_attention"] == pytest.approx(
+        [uniform["neighbour_attention_if_uniform"]] * len(model.decoder.layers)
+    )
+    counts = torch.tensor([sum(1 for j in positions.tolist() if 1 <= abs(i - j) <= 2) for i in positions.tolist()])
+    expected = (counts / len(positions)).expand_as(masked)[masked].mean().item()
+    assert uniform["neighbour_attention_if_uniform"] == pytest.approx(expected)
+    assert uniform["decoder_attention_entropy"] == pytest.approx([math.log(len(positions))] * len(model.decoder.layers))
+    assert uniform["attention_entropy_if_uniform"] == pytest.approx(math.log(len(positions)))
+    assert model.config._attn_implementation != "eager"  # the probe put the model's attention back as it was
