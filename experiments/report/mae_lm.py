@@ -40,8 +40,7 @@ def m1(root: Path, figures: Path):
         return None
     models, table = found
     mlm, mae = models["delta_1.0"], models["delta_0.0"]
-    gap = mlm["effective_rank"][-1] - mlm["effective_rank_with_mask"][-1]
-    verdict = plateau_verdict(root) or VERDICTS[(gap > 0) + (mae["effective_rank"][-1] >= mlm["effective_rank"][-1])]
+    verdict = plateau_verdict(root) or VERDICTS[m1_points(models)]
     row = (
         "| M1 | MAE-LM (Fig. 1, 5): an MLM model's real tokens use fewer dimensions when [MASK] is in the input; "
         "MAE-LM closes the gap and its real tokens use at least as many | top-layer rank_0.9 of real tokens, "
@@ -91,24 +90,38 @@ def m2(root: Path, figures: Path):
     if found is None:
         return None
     models, table = found
-    ranks = [models[f"delta_{d}"]["effective_rank"][-1] for d in ("0.0", "0.5", "1.0")]
-    numbers = f"δ = 0 / 0.5 / 1: rank {ranks[0]} / {ranks[1]} / {ranks[2]}"
-    if table:
-        downstream = [downstream_mean(table, f"m_delta_{d}") for d in ("0.0", "0.5", "1.0")]
-        numbers += f", mean downstream {downstream[0]:.3f} / {downstream[1]:.3f} / {downstream[2]:.3f}"
-    verdict = VERDICTS[
-        (ranks[0] >= ranks[1] >= ranks[2]) + bool(table and downstream[0] >= downstream[1] >= downstream[2])
-    ]
+    numbers, points = m2_rule(models, table, "m")
     row = (
         "| M2 | MAE-LM (Fig. 4): the more [MASK] tokens the encoder sees (δ from 0 to 1), the lower the real tokens' "
-        f"rank and the downstream score | {numbers} | {plateau_verdict(root) or verdict} |"
+        f"rank and the downstream score | {numbers} | {plateau_verdict(root) or VERDICTS[points]} |"
     )
     return row, []
 
 
+def m1_points(models: dict) -> int:
+    """M1's rule: one point for a positive clean − with-[MASK] rank gap in the MLM layout (δ = 1), one for MAE-LM's
+    (δ = 0) clean rank at least the MLM layout's; top layer, real tokens."""
+    mlm, mae = models["delta_1.0"], models["delta_0.0"]
+    gap = mlm["effective_rank"][-1] - mlm["effective_rank_with_mask"][-1]
+    return (gap > 0) + (mae["effective_rank"][-1] >= mlm["effective_rank"][-1])
+
+
+def m2_rule(models: dict, table: dict, sweep: str) -> tuple[str, int]:
+    """M2's numbers for the summary row and its points: one for the top layer's rank not rising with δ, one for the
+    downstream mean not rising either, counted once the arms are fine-tuned (`table` not empty)."""
+    ranks = [models[label]["effective_rank"][-1] for label in DELTA_LABELS]
+    numbers = f"δ = 0 / 0.5 / 1: rank {ranks[0]} / {ranks[1]} / {ranks[2]}"
+    points = int(ranks[0] >= ranks[1] >= ranks[2])
+    if table:
+        downstream = [downstream_mean(table, f"{sweep}_{label}") for label in DELTA_LABELS]
+        numbers += f", mean downstream {downstream[0]:.3f} / {downstream[1]:.3f} / {downstream[2]:.3f}"
+        points += downstream[0] >= downstream[1] >= downstream[2]
+    return numbers, points
+
+
 def plateau_verdict(root: Path) -> str | None:
     """M's verdict when every MAE-LM arm is on the unigram plateau: neither rank nor fine-tuning says anything then."""
-    runs = [f"m_delta_{delta}" for delta in ("0.0", "0.5", "1.0")]
+    runs = [f"m_{label}" for label in DELTA_LABELS]
     if not on_unigram_plateau(root, runs):
         return None
     loss = min(final_eval_loss(root, run) for run in runs)
@@ -262,14 +275,9 @@ def pretrained_rows(models: dict, table: dict, losses: dict[str, float], entropy
     empty until the arms are fine-tuned."""
     void = learned_or_void({f"δ = {label.removeprefix('delta_')}": [loss] for label, loss in losses.items()}, entropy)
     mlm, mae = models["delta_1.0"], models["delta_0.0"]
-    gap = mlm["effective_rank"][-1] - mlm["effective_rank_with_mask"][-1]
-    m1_points = (gap > 0) + (mae["effective_rank"][-1] >= mlm["effective_rank"][-1])
-    ranks = [models[label]["effective_rank"][-1] for label in DELTA_LABELS]
-    numbers = f"δ = 0 / 0.5 / 1: rank {ranks[0]} / {ranks[1]} / {ranks[2]}"
+    numbers, m2_points = m2_rule(models, table, "mp")
     if table:
-        downstream = [downstream_mean(table, f"mp_{label}") for label in DELTA_LABELS]
-        numbers += f", mean downstream {downstream[0]:.3f} / {downstream[1]:.3f} / {downstream[2]:.3f}"
-        m2_verdict = VERDICTS[(ranks[0] >= ranks[1] >= ranks[2]) + (downstream[0] >= downstream[1] >= downstream[2])]
+        m2_verdict = VERDICTS[m2_points]
     else:
         numbers += ", downstream pending"
         m2_verdict = "pending"
@@ -279,7 +287,7 @@ def pretrained_rows(models: dict, table: dict, losses: dict[str, float], entropy
         "use fewer dimensions with [MASK] in the input; MAE-LM's (δ=0) use at least as many | top-layer rank_0.9, "
         f"δ=1: {mlm['effective_rank'][-1]} clean / {mlm['effective_rank_with_mask'][-1]} with [MASK]; δ=0: "
         f"{mae['effective_rank'][-1]} / {mae['effective_rank_with_mask'][-1]}; validation loss (δ = 0 / 0.5 / 1) "
-        f"{losses_text} vs unigram {entropy:.2f} | {void or VERDICTS[m1_points]} |",
+        f"{losses_text} vs unigram {entropy:.2f} | {void or VERDICTS[m1_points(models)]} |",
         "| M2, pretrained start | MAE-LM (Fig. 4) on all-MiniLM-L6-v2 continued: the more [MASK] the encoder sees, "
         f"the lower the real tokens' rank and the downstream score | {numbers} | {void or m2_verdict} |",
     ]
