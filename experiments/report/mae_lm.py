@@ -13,7 +13,6 @@ from .runs import (
     final_eval_loss,
     held_steps,
     minilm_tokenizer,
-    on_unigram_plateau,
     peak_rate,
     pooled_cells,
     scores,
@@ -27,20 +26,21 @@ DELTA_LABELS = [f"delta_{delta}" for delta in ("0.0", "0.5", "1.0")]
 
 
 def deltas(root: Path):
+    """M from scratch: the δ arms' analysis, their fine-tuning scores, and the void verdict unless every arm learned."""
     models = analysis(root, "m")
     if models is None:
         return None
-    table = scores(root, "m")
-    return models, table
+    losses = {label: final_eval_loss(root, f"m_{label}") for label in DELTA_LABELS}
+    return models, scores(root, "m"), delta_void(losses, unigram_entropy(root))
 
 
 def m1(root: Path, figures: Path):
     found = deltas(root)
     if found is None:
         return None
-    models, table = found
+    models, table, void = found
     mlm, mae = models["delta_1.0"], models["delta_0.0"]
-    verdict = plateau_verdict(root) or VERDICTS[m1_points(models)]
+    verdict = void or VERDICTS[m1_points(models)]
     row = (
         "| M1 | MAE-LM (Fig. 1, 5): an MLM model's real tokens use fewer dimensions when [MASK] is in the input; "
         "MAE-LM closes the gap and its real tokens use at least as many | top-layer rank_0.9 of real tokens, "
@@ -53,9 +53,10 @@ def m1(root: Path, figures: Path):
         "δ = 1 is MLM on MAE-LM's layout (every [MASK] enters the encoder, the decoder still predicts), δ = 0 is "
         "MAE-LM. Same architecture, data, steps and seed. M1's rule: one point for a positive clean − with-[MASK] gap "
         "in the MLM model, one for MAE-LM's clean rank ≥ MLM's. M2's rule: one point each for rank and downstream "
-        "mean (the tasks' scores averaged) not increasing with δ. Both rules are void, and the verdict says so, when "
-        "every arm's validation loss is within 0.2 nats of the unigram entropy (its encoder is then unused); the "
-        "script then skips their fine-tuning, which would measure nothing.",
+        "mean (the tasks' scores averaged) not increasing with δ. Both rules are void, and the verdict says so, unless "
+        f"every arm's validation loss is at least {LEARNING_MARGIN} nats below the unigram entropy; when every arm is "
+        "within 0.2 nats of it (on the plateau, its encoder unused) the script skips their fine-tuning, which would "
+        "measure nothing.",
         "",
         *markdown_table(
             ["δ", "rank clean (per layer)", "rank with [MASK] (per layer)", "self-similarity (top)", *KINDS],
@@ -89,11 +90,11 @@ def m2(root: Path, figures: Path):
     found = deltas(root)
     if found is None:
         return None
-    models, table = found
+    models, table, void = found
     numbers, points = m2_rule(models, table, "m")
     row = (
         "| M2 | MAE-LM (Fig. 4): the more [MASK] tokens the encoder sees (δ from 0 to 1), the lower the real tokens' "
-        f"rank and the downstream score | {numbers} | {plateau_verdict(root) or VERDICTS[points]} |"
+        f"rank and the downstream score | {numbers} | {void or VERDICTS[points]} |"
     )
     return row, []
 
@@ -119,13 +120,10 @@ def m2_rule(models: dict, table: dict, sweep: str) -> tuple[str, int]:
     return numbers, points
 
 
-def plateau_verdict(root: Path) -> str | None:
-    """M's verdict when every MAE-LM arm is on the unigram plateau: neither rank nor fine-tuning says anything then."""
-    runs = [f"m_{label}" for label in DELTA_LABELS]
-    if not on_unigram_plateau(root, runs):
-        return None
-    loss = min(final_eval_loss(root, run) for run in runs)
-    return f"not reproduced: not testable here, every arm on the unigram plateau (loss {loss:.2f}+)"
+def delta_void(losses: dict[str, float], entropy: float) -> str | None:
+    """M1's and M2's void verdict unless every δ arm (its label -> validation loss) is LEARNING_MARGIN nats below the
+    unigram entropy, as for every other claim."""
+    return learned_or_void({f"δ = {label.removeprefix('delta_')}": [loss] for label, loss in losses.items()}, entropy)
 
 
 def probe_lines(root: Path, sweep: str) -> list[str]:
@@ -273,7 +271,7 @@ def held_text(root: Path, runs: list[str]) -> str:
 def pretrained_rows(models: dict, table: dict, losses: dict[str, float], entropy: float) -> list[str]:
     """M1's and M2's summary rows for the pretrained start: their rules, void unless every arm learned; `table` is
     empty until the arms are fine-tuned."""
-    void = learned_or_void({f"δ = {label.removeprefix('delta_')}": [loss] for label, loss in losses.items()}, entropy)
+    void = delta_void(losses, entropy)
     mlm, mae = models["delta_1.0"], models["delta_0.0"]
     numbers, m2_points = m2_rule(models, table, "mp")
     if table:
