@@ -17,8 +17,7 @@ from pathlib import Path
 
 from report.masking import MASKING_RUNS, TOKEN_EVAL_SUFFIX
 from report.masking import U_KINDS as KINDS
-from report.runs import on_unigram_plateau
-from reproduce import SCRATCH_LAYERS, Runner, biphasic_arm, build_parser, prepare, tokenizer
+from reproduce import SCRATCH_LAYERS, Runner, biphasic_arm, build_parser, on_unigram_plateau, prepare, tokenizer
 
 from hf_encoders.data.masking_units import MASKING_UNITS
 

@@ -24,7 +24,7 @@ import mae_lm_probe
 from corpus import read_sources
 from filelock import FileLock
 from report import write_report
-from report.runs import collected_timings, data_root, on_unigram_plateau
+from report.runs import collected_timings, data_root, final_eval_loss, unigram_entropy
 from tasks import KINDS, write_task_folders
 from wall_time import RECORD_LABELS, measuring
 
@@ -312,6 +312,12 @@ def m_mae_lm(runner: Runner) -> None:
         # Fine-tuning an encoder the pre-training loss does not use yet would measure nothing (REPORT.md, M).
         if sweep == "m" and not on_unigram_plateau(runner.root, [path.name for path in models.values()]):
             runner.evaluate("m", models, kinds=KINDS, learning_rates=(3e-4,), seeds=FINETUNE_SEEDS["M"])
+
+
+def on_unigram_plateau(root: Path, runs: list[str]) -> bool:
+    """Whether every run's validation loss is within 0.2 nats of the unigram entropy: a model that predicts token
+    frequencies and little else, whose encoder the loss does not use yet."""
+    return min(final_eval_loss(root, run) for run in runs) >= unigram_entropy(root) - 0.2
 
 
 def m_pretrained(runner: Runner) -> None:

@@ -46,11 +46,20 @@ def test_the_report_tables_every_step_and_older_totals(tmp_path):
     assert "pre-training + analysis + fine-tuning, finished steps: T1 10 min, M 3 min;" in setup
 
 
-def fake_mp_runs(root: Path, losses: dict[str, float], sweep: str = "mp") -> None:
+# Each δ arm's rank per layer, clean and with [MASK]: they fall with δ and the δ = 1 arm loses rank when [MASK] enters,
+# so both rules' rank points hold; reversed, neither holds (M1's gap and MAE-LM's rank, M2's order).
+RANKS = {"delta_0.0": ([40, 70], [40, 70]), "delta_0.5": ([40, 65], [40, 60]), "delta_1.0": ([40, 60], [40, 45])}
+REVERSED_RANKS = {
+    "delta_0.0": ([40, 50], [40, 50]),
+    "delta_0.5": ([40, 55], [40, 55]),
+    "delta_1.0": ([40, 60], [40, 65]),
+}
+
+
+def fake_mp_runs(root: Path, losses: dict[str, float], sweep: str = "mp", ranks: dict = RANKS) -> None:
     """What M-pretrained (or M from scratch: `sweep` "m") leaves for the report besides the corpus: the analysis and
-    each arm's log (no fine-tuning yet). Ranks fall with δ and the δ = 1 arm loses rank when [MASK] enters: both rules'
-    rank points hold."""
-    ranks = {"delta_0.0": ([40, 70], [40, 70]), "delta_0.5": ([40, 65], [40, 60]), "delta_1.0": ([40, 60], [40, 45])}
+    each arm's log (no fine-tuning yet)."""
+    ranks = dict(ranks)
     if sweep == "mp":  # its analysis has the start too
         ranks["minilm"] = ([50, 60], [50, 55])
     models = [
@@ -121,25 +130,35 @@ def test_pretrained_mae_lm_verdicts_count_only_arms_below_the_unigram_entropy(tm
     assert (tmp_path / "figures" / "mp_validation_loss.png").exists()
 
 
-@pytest.mark.parametrize("stuck", [False, True])
-def test_mae_lm_from_scratch_counts_m1s_and_m2s_points_only_where_every_arm_learned(tmp_path, monkeypatch, stuck):
+@pytest.mark.parametrize("case", ["learned", "against", "stuck"])
+def test_mae_lm_from_scratch_counts_m1s_and_m2s_points_only_where_every_arm_learned(tmp_path, monkeypatch, case):
     monkeypatch.setattr(mae_lm, "unigram_entropy", lambda root, tokenizer_path=None: 6.0)
-    # Learned: every arm at least 0.5 nats below the entropy. Stuck: δ = 0 and 0.5 within it, δ = 1 not.
-    losses = {"delta_0.0": 5.9, "delta_0.5": 5.85} if stuck else {"delta_0.0": 5.4, "delta_0.5": 5.3}
-    fake_mp_runs(tmp_path, losses | {"delta_1.0": 5.0}, "m")
-    # Scores rise with δ on every task: the downstream point fails while the rank point (70 / 65 / 60) holds.
+    # Learned: every arm at least 0.5 nats below the entropy. Stuck: δ = 0 and δ = 1 less than that, though off the
+    # plateau (more than 0.2 below).
+    losses = {"delta_0.0": 5.4, "delta_0.5": 5.3, "delta_1.0": 5.0}
+    if case == "stuck":
+        losses |= {"delta_0.0": 5.6, "delta_1.0": 5.55}
+    fake_mp_runs(tmp_path, losses, "m", REVERSED_RANKS if case == "against" else RANKS)
+    # Scores rise with δ on every task: M2's downstream point fails.
     fine_tuned(tmp_path, "m", {"delta_0.0": 0.5, "delta_0.5": 0.6, "delta_1.0": 0.7})
     (tmp_path / "figures").mkdir()
     m1_row, section = mae_lm.m1(tmp_path, tmp_path / "figures")
     m2_row, _ = mae_lm.m2(tmp_path, tmp_path / "figures")
-    assert "MLM (δ=1): 60 clean / 45 with [MASK]; MAE-LM (δ=0): 70 / 70 (of 256)" in m1_row
-    assert "| δ = 0 / 0.5 / 1: rank 70 / 65 / 60, mean downstream 0.500 / 0.600 / 0.700 |" in m2_row
-    if stuck:
-        void = "| void: δ = 0.0 (5.90), δ = 0.5 (5.85) not 0.5 nats below the unigram entropy (6.00) |"
-        assert m1_row.endswith(void) and m2_row.endswith(void)
-    else:
-        assert m1_row.endswith("| reproduced |") and m2_row.endswith("| partly |")
-    assert any(line.startswith("| 0.0 | [40, 70] | [40, 70] | 0.400 | 0.5 ± n/a |") for line in section)
+    ranks = "rank 50 / 55 / 60" if case == "against" else "rank 70 / 65 / 60"
+    assert f"| δ = 0 / 0.5 / 1: {ranks}, mean downstream 0.500 / 0.600 / 0.700 |" in m2_row
+    verdicts = {"learned": ("reproduced", "partly"), "against": ("not reproduced", "not reproduced")}
+    void = "void: δ = 0.0 (5.60), δ = 1.0 (5.55) not 0.5 nats below the unigram entropy (6.00)"
+    m1_verdict, m2_verdict = verdicts.get(case, (void, void))
+    assert m1_row.endswith(f"| {m1_verdict} |") and m2_row.endswith(f"| {m2_verdict} |")
+    # The pretrained start's rows apply the same rules to the same numbers.
+    table = runs.scores(tmp_path, "m")
+    pretrained = mae_lm.pretrained_rows(
+        runs.analysis(tmp_path, "m"), {f"mp_{label}": table[f"m_{label}"] for label in losses}, losses, 6.0
+    )
+    assert pretrained[0].endswith(f"| {m1_verdict} |") and pretrained[1].endswith(f"| {m2_verdict} |")
+    if case == "learned":
+        assert "MLM (δ=1): 60 clean / 45 with [MASK]; MAE-LM (δ=0): 70 / 70 (of 256)" in m1_row
+        assert any(line.startswith("| 0.0 | [40, 70] | [40, 70] | 0.400 | 0.5 ± n/a |") for line in section)
 
 
 def fake_seed_folder(root, experiment, losses, validation, test_score, kinds=tasks.KINDS) -> None:

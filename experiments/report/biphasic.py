@@ -1,16 +1,18 @@
 """B1 and B2 (paper 004): CLM then MLM against MLM alone at equal budget, and MLM continued from a causal LM."""
 
+import statistics
 from pathlib import Path
 
 from tasks import KINDS
 
+from hf_encoders.evaluation.report import Cell
+
 from .figures import copy_figure, figure_link, plot_rate_grid
 from .runs import analysis, final_eval_loss, pooled_cells, pretraining_seed_roots, trained_steps, unigram_entropy
-from .tables import interval, losses_text, markdown_table, wins_text
-from .verdicts import LEARNING_MARGIN, VERDICTS, learned_or_void, rate_spread, task_wins
+from .tables import interval, markdown_table
+from .verdicts import LEARNING_MARGIN, VERDICTS, learned_or_void, task_wins
 
 B1_ARMS = ("clm_then_mlm", "mlm_only")  # compared downstream
-
 PHASE_ARMS = (*B1_ARMS, "clm_only")  # pre-trained and analysed
 
 
@@ -143,3 +145,21 @@ def b2(root: Path, figures: Path):
         f"masked-LM loss: from SmolLM2-135M {cpt:.3f}, from scratch {scratch:.3f} | {VERDICTS[verdict]} |"
     )
     return row, []
+
+
+def rate_spread(cell: Cell) -> float:
+    """How far the validation mean falls from the best fine-tuning rate to the worst: paper 004's Fig. 5 stability."""
+    means = [statistics.fmean(values) for values in cell.validation_by_rate.values()]
+    return max(means) - min(means)
+
+
+def wins_text(wins: list[str], clear: list[str]) -> str:
+    """ "N/4 tasks (the tasks won; intervals apart on M: those whose intervals do not overlap)"."""
+    return f"{len(wins)}/4 tasks ({', '.join(wins) or 'none'}; intervals apart on {len(clear)}: {', '.join(clear) or 'none'})"
+
+
+def losses_text(first: list[float], second: list[float], entropy: float) -> str:
+    """Two arms' validation MLM losses, each a mean over pre-training seeds, beside the unigram entropy."""
+    return (
+        f"validation MLM loss {statistics.fmean(first):.2f} vs {statistics.fmean(second):.2f} (unigram {entropy:.2f})"
+    )

@@ -279,13 +279,13 @@ def pretrained_rows(models: dict, table: dict, losses: dict[str, float], entropy
     else:
         numbers += ", downstream pending"
         m2_verdict = "pending"
-    losses_text = " / ".join(f"{loss:.2f}" for loss in losses.values())
+    validation_losses = " / ".join(f"{loss:.2f}" for loss in losses.values())
     return [
         "| M1, pretrained start | MAE-LM (Fig. 1, 5) on all-MiniLM-L6-v2 continued: the MLM layout's (δ=1) real tokens "
         "use fewer dimensions with [MASK] in the input; MAE-LM's (δ=0) use at least as many | top-layer rank_0.9, "
         f"δ=1: {mlm['effective_rank'][-1]} clean / {mlm['effective_rank_with_mask'][-1]} with [MASK]; δ=0: "
         f"{mae['effective_rank'][-1]} / {mae['effective_rank_with_mask'][-1]}; validation loss (δ = 0 / 0.5 / 1) "
-        f"{losses_text} vs unigram {entropy:.2f} | {void or VERDICTS[m1_points(models)]} |",
+        f"{validation_losses} vs unigram {entropy:.2f} | {void or VERDICTS[m1_points(models)]} |",
         "| M2, pretrained start | MAE-LM (Fig. 4) on all-MiniLM-L6-v2 continued: the more [MASK] the encoder sees, "
         f"the lower the real tokens' rank and the downstream score | {numbers} | {void or m2_verdict} |",
     ]

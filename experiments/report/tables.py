@@ -1,6 +1,4 @@
-"""Markdown for the report: tables, score cells and the phrases the summary rows share."""
-
-import statistics
+"""Markdown for the report: tables, score cells and intervals."""
 
 from hf_encoders.evaluation.report import SCORE_RANGE, Cell
 
@@ -30,15 +28,3 @@ def interval(cell: Cell) -> str:
     """Mean [95% interval], the interval shown within the scores' range 0-100 as evaluate's REPORT.md shows it."""
     low, high = bounds(cell)
     return f"{cell.mean:.1f} [{max(low, SCORE_RANGE[0]):.1f}, {min(high, SCORE_RANGE[1]):.1f}]"
-
-
-def wins_text(wins: list[str], clear: list[str]) -> str:
-    """ "N/4 tasks (the tasks won; intervals apart on M: those whose intervals do not overlap)"."""
-    return f"{len(wins)}/4 tasks ({', '.join(wins) or 'none'}; intervals apart on {len(clear)}: {', '.join(clear) or 'none'})"
-
-
-def losses_text(first: list[float], second: list[float], entropy: float) -> str:
-    """Two arms' validation MLM losses, each a mean over pre-training seeds, beside the unigram entropy."""
-    return (
-        f"validation MLM loss {statistics.fmean(first):.2f} vs {statistics.fmean(second):.2f} (unigram {entropy:.2f})"
-    )

@@ -1,8 +1,6 @@
 """The rules every claim's verdict shares: the points it scores, when its arms learned too little for it to count, and
 when one arm's fine-tuning scores beat another's beyond what the seeds explain."""
 
-import statistics
-
 from hf_encoders.evaluation.report import Cell
 
 VERDICTS = {2: "reproduced", 1: "partly", 0: "not reproduced"}
@@ -39,9 +37,3 @@ def task_wins(cells: dict[tuple[str, str], Cell], winner: str, loser: str, kinds
 def intervals_apart(cells: dict[tuple[str, str], Cell], winner: str, loser: str, kinds: list[str]) -> list[str]:
     """The kinds where the winner's 95% interval lies wholly above the loser's: a win the seeds cannot explain."""
     return [kind for kind in kinds if bounds(cells[winner, kind])[0] > bounds(cells[loser, kind])[1]]
-
-
-def rate_spread(cell: Cell) -> float:
-    """How far the validation mean falls from the best fine-tuning rate to the worst: paper 004's Fig. 5 stability."""
-    means = [statistics.fmean(values) for values in cell.validation_by_rate.values()]
-    return max(means) - min(means)
