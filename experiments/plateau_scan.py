@@ -3,12 +3,12 @@ MAE-LM leave the plateau there (issue 31, item 3).
 
     python experiments/plateau_scan.py prepare --corpus /usr/share/doc/python3.11/html/_sources
     python experiments/plateau_scan.py run NAME --method mlm --layers 4x256 --batch 32 --lr 5e-4 --warmup 0.06 ...
-    python experiments/plateau_scan.py summary        # experiments/scan/results.json, SCAN.md's tables, figures
+    python experiments/scan_summary.py                # experiments/scan/results.json, SCAN.md's tables, figures
 
 Every arm trains through the package's own pre-training path (`build_trainer`, what `hf-encoders pretrain` runs) on
 the corpus of experiments/corpus.py, and logs, besides the held-out masked-LM loss, the share of the gradient norm
 that reaches the encoder's layers (every `--share-every` steps). Runs live under experiments/runs/scan/ (not
-committed); `summary` collects their curves into experiments/scan/.
+committed); scan_summary.py collects their curves into experiments/scan/.
 
 Two references for "the plateau": the unigram entropy H of the corpus's tokens (experiments/report/runs.py), which is the
 loss of a model that predicts token frequencies and reads nothing; and, for BERT's 80/10/10 masking, the lower loss a
@@ -510,7 +510,6 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("init-probe")
     collapse = commands.add_parser("collapse-probe")
     collapse.add_argument("variants", nargs="*", default=list(COLLAPSE_VARIANTS), help="default: every one")
-    commands.add_parser("summary")
     return parser
 
 
@@ -526,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
         result = init_probe()
         (RESULTS / "init_probe.json").write_text(json.dumps(result, indent=1))
         print(json.dumps(result, indent=1))
-    elif settings.command == "collapse-probe":
+    else:
         RESULTS.mkdir(exist_ok=True)
         path = RESULTS / "collapse_probe.json"
         result = {**(json.loads(path.read_text()) if path.exists() else {}), **collapse_probe(settings.variants)}
@@ -534,10 +533,6 @@ def main(argv: list[str] | None = None) -> int:
         print(
             json.dumps({name: [round(p["mean_direction_energy"], 3) for p in curve] for name, curve in result.items()})
         )
-    else:
-        import scan_summary
-
-        scan_summary.main()
     return 0
 
 

@@ -1,4 +1,4 @@
-"""`python experiments/plateau_scan.py summary`: the scan's runs (finished or still going) as one JSON file, a
+"""`python experiments/scan_summary.py`: the scan's runs (finished or still going) as one JSON file, a
 markdown table and two figures.
 
 experiments/scan/results.json: per run, its settings, the held-out masked-LM loss after every evaluation, the
@@ -15,7 +15,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from plateau_scan import FIGURES, RESULTS, ROOT, plateaus
+from plateau_scan import FIGURES, RESULTS, ROOT, build_parser, plateaus
 
 
 def read_run(folder: Path) -> dict | None:
@@ -48,8 +48,6 @@ def from_console_log(folder: Path) -> dict | None:
     console, arguments = folder.with_suffix(".log"), folder.with_suffix(".args")
     if not (console.exists() and arguments.exists()):
         return None
-    from plateau_scan import build_parser
-
     settings = build_parser().parse_args(["run", folder.name, *arguments.read_text().split()])
     history, step = [], 0
     for line in console.read_text().splitlines():
@@ -163,3 +161,7 @@ def plot_collapse(curves: dict) -> None:
     figure.suptitle("MAE-LM 2 x 128: does the encoder collapse onto one vector? (collapse-probe)")
     figure.tight_layout()
     figure.savefig(FIGURES / "scan_collapse_probe.png", dpi=110)
+
+
+if __name__ == "__main__":
+    main()
