@@ -17,9 +17,9 @@ from the encoder's input (δ = 0's view, whatever δ the model trained with) unl
   its context, and the neighbours are where most of it is.
 """
 
+import argparse
 import json
 import math
-import sys
 from pathlib import Path
 
 import torch
@@ -28,13 +28,20 @@ from transformers import AutoTokenizer
 from hf_encoders.analysis.rank import effective_rank
 from hf_encoders.models.mae_lm import MaeLmForMaskedLM
 
+PROBED_DOCUMENTS = 40  # the corpus's last documents: 64 blocks of 128 tokens, read once per measure
+
 
 def probe(checkpoint: Path, texts: list[str], blocks: int = 64, length: int = 128, seed: int = 0) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(checkpoint)
     model = MaeLmForMaskedLM.from_pretrained(checkpoint).eval()
     model.compact_eval_logits = True  # only losses are read: the vocabulary is projected at labelled positions only
-    ids = tokenizer("\n\n".join(texts), add_special_tokens=False)["input_ids"][: blocks * (length - 2)]
-    rows = torch.tensor(ids).view(-1, length - 2)
+    ids = tokenizer("\n\n".join(texts), add_special_tokens=False)["input_ids"]
+    if len(ids) < blocks * (length - 2):
+        raise ValueError(
+            f"The probed documents hold {len(ids)} tokens of {checkpoint}'s tokenizer, fewer than the {blocks} blocks "
+            f"of {length - 2} the probe reads; give it a corpus whose last {PROBED_DOCUMENTS} documents are longer."
+        )
+    rows = torch.tensor(ids[: blocks * (length - 2)]).view(-1, length - 2)
     cls, sep = torch.full((len(rows), 1), tokenizer.cls_token_id), torch.full((len(rows), 1), tokenizer.sep_token_id)
     input_ids = torch.cat([cls, rows, sep], dim=1)
     generator = torch.Generator().manual_seed(seed)
@@ -132,11 +139,21 @@ def mean_states(encode_compacted):
 
 def main(corpus: Path, output: Path, checkpoints: list[Path]) -> None:
     texts = [json.loads(line)["text"] for line in corpus.open()]
-    results = {checkpoint.name: probe(checkpoint, texts[-40:]) for checkpoint in checkpoints}
+    results = {checkpoint.name: probe(checkpoint, texts[-PROBED_DOCUMENTS:]) for checkpoint in checkpoints}
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]), [Path(p) for p in sys.argv[3:]])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "corpus",
+        type=Path,
+        help=f"JSON lines with a `text` field (reproduce.py's corpus.jsonl); its last "
+        f"{PROBED_DOCUMENTS} documents are probed",
+    )
+    parser.add_argument("output", type=Path, help="the JSON file the measures go to")
+    parser.add_argument("checkpoints", type=Path, nargs="+", help="MAE-LM pre-training output folders")
+    settings = parser.parse_args()
+    main(settings.corpus, settings.output, settings.checkpoints)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from report.masking import MASKING_RUNS, TOKEN_EVAL_SUFFIX
 from report.masking import U_KINDS as KINDS
-from reproduce import SCRATCH_LAYERS, Runner, biphasic_arm, build_parser, on_unigram_plateau, prepare, tokenizer
+from reproduce import SCRATCH_LAYERS, Runner, biphasic_arm, common_parser, on_unigram_plateau, prepare, tokenizer
 
 from hf_encoders.data.masking_units import MASKING_UNITS
 
@@ -65,8 +65,7 @@ def masking_sweep(runner: Runner, methods: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    parser.description = __doc__.splitlines()[0]
+    parser = common_parser(__doc__.splitlines()[0])
     parser.add_argument("--mae-lm-learning-rate", type=float, default=3e-4)
     parser.add_argument(
         "--mae-lm-steps", type=int, help="the MAE-LM arms' steps (default --steps): M's 400 show its plateau for less"

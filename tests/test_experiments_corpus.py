@@ -5,6 +5,8 @@ import random
 import sys
 from pathlib import Path
 
+import pytest
+
 # The experiments are scripts, not a package: their folder goes on the path, as `python experiments/...` puts it.
 sys.path.insert(0, str(Path(__file__).parents[1] / "experiments"))
 import corpus
@@ -64,3 +66,13 @@ def test_code_words_are_tagged_and_cloze_answers_are_their_spans():
     start, answer = example["answers"]["answer_start"][0], example["answers"]["text"][0]
     assert example["context"][start : start + len(answer)] == answer
     assert example["question"].replace("____", answer) in example["context"]
+
+
+def test_a_folder_without_sources_says_where_debian_puts_them(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a source")
+    with pytest.raises(ValueError) as refused:
+        corpus.read_sources(tmp_path)
+    assert str(refused.value) == (
+        f"{tmp_path} holds no .rst or .rst.txt files; pass the documentation's _sources folder (Debian's `apt-get "
+        "install python3.11-doc` puts it in /usr/share/doc/python3.11/html/_sources)."
+    )

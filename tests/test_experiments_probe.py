@@ -86,3 +86,17 @@ def test_the_probe_measures_how_much_of_a_masked_positions_decoder_attention_goe
     assert uniform["decoder_attention_entropy"] == pytest.approx([math.log(len(positions))] * len(model.decoder.layers))
     assert uniform["attention_entropy_if_uniform"] == pytest.approx(math.log(len(positions)))
     assert model.config._attn_implementation != "eager"  # the probe put the model's attention back as it was
+
+
+def test_a_corpus_too_short_for_the_probes_blocks_says_so(tmp_path):
+    import mae_lm_probe
+
+    from tests.tiny_models import save_tiny_mae_lm
+
+    folder = save_tiny_mae_lm(tmp_path / "mae_lm")
+    with pytest.raises(ValueError) as refused:
+        mae_lm_probe.probe(Path(folder), ["the cat sat"] * 2, blocks=2, length=8)  # 5 tokens each
+    assert str(refused.value) == (
+        f"The probed documents hold 10 tokens of {folder}'s tokenizer, fewer than the 2 blocks of 6 the probe reads; "
+        "give it a corpus whose last 40 documents are longer."
+    )

@@ -90,13 +90,15 @@ def fine_tuned(root: Path, sweep: str, scores: dict[str, float]) -> None:
 @pytest.mark.parametrize("stuck_loss", [None, 0.3])
 def test_pretrained_mae_lm_verdicts_count_only_arms_below_the_unigram_entropy(tmp_path, stuck_loss):
     root = tmp_path / "runs"
-    root.mkdir()
-    (root / "corpus.jsonl").write_text("".join(json.dumps({"text": "the json module " * n}) + "\n" for n in (3, 5)))
-    entropy = runs.unigram_entropy(root, runs.minilm_tokenizer())
+    # The second case's runs went into an --output-dir of their own, under the one the report is given.
+    folder = root if stuck_loss is None else root / "mp6000"
+    folder.mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"text": "the json module " * n}) + "\n" for n in (3, 5)))
+    entropy = runs.unigram_entropy(folder, runs.minilm_tokenizer())
     losses = {"delta_0.0": 0.5, "delta_0.5": 0.5, "delta_1.0": 0.5}
     if stuck_loss is not None:  # δ = 0.5 ends 0.3 nats below the entropy: not learning enough to compare
         losses["delta_0.5"] = entropy - stuck_loss
-    fake_mp_runs(root, losses)
+    fake_mp_runs(folder, losses)
     (tmp_path / "figures").mkdir()
     rows, section = mae_lm.m_pretrained(root, tmp_path / "figures")
     m1_row, m2_row = rows.splitlines()

@@ -110,6 +110,23 @@ def test_a_folder_holding_another_method_is_refused_or_cleared(tmp_path, capsys)
     assert not list(folder.glob("*mae_lm*"))
 
 
+def test_a_folder_holding_an_earlier_runs_checkpoints_is_refused_unless_the_run_resumes(tmp_path):
+    folder = tmp_path / "out"
+    saving = ("--save_strategy", "steps", "--save_steps", "1")
+    assert main(tiny_argv(folder, "mae_lm", *saving)) == 0
+    with pytest.raises(ValueError) as refused:
+        main(tiny_argv(folder, "mae_lm", *saving))
+    assert str(refused.value) == (
+        f"--output_dir {folder} holds the checkpoints of an earlier run (checkpoint-1, checkpoint-2). Add "
+        "--resume_from_checkpoint true to continue it, --overwrite_output_dir to start afresh (removing them), or "
+        "pass a new --output_dir."
+    )
+    assert main(tiny_argv(folder, "mae_lm", *saving, "--max_steps", "3", "--resume_from_checkpoint", "true")) == 0
+    assert (folder / "checkpoint-3").is_dir()
+    assert main(tiny_argv(folder, "mae_lm", "--save_strategy", "no", "--overwrite_output_dir")) == 0
+    assert not list(folder.glob("checkpoint-*"))
+
+
 def test_a_missing_output_dir_is_refused(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     argv = [argument for argument in tiny_argv("x", "mae_lm") if not argument.startswith("--output_dir")]

@@ -10,6 +10,7 @@ from tasks import KINDS
 from .figures import copy_figure, figure_link, plot_delta_sweep, plot_validation_curves
 from .runs import (
     analysis,
+    experiment_root,
     final_eval_loss,
     held_steps,
     minilm_tokenizer,
@@ -35,6 +36,7 @@ def deltas(root: Path):
 
 
 def m1(root: Path, figures: Path):
+    root = experiment_root(root, "m")
     found = deltas(root)
     if found is None:
         return None
@@ -87,6 +89,7 @@ def m1(root: Path, figures: Path):
 
 
 def m2(root: Path, figures: Path):
+    root = experiment_root(root, "m")
     found = deltas(root)
     if found is None:
         return None
@@ -202,6 +205,7 @@ def downstream_mean(table: dict, label: str) -> float:
 
 def m_pretrained(root: Path, figures: Path):
     """M1 and M2 on all-MiniLM-L6-v2 continued as MAE-LM (reproduce.py's M-pretrained): two rows, one section."""
+    root = experiment_root(root, "mp")
     models = analysis(root, "mp")
     if models is None:
         return None

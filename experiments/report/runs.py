@@ -46,6 +46,12 @@ def collected_timings(root: Path) -> dict[str, dict]:
     return timings
 
 
+def experiment_root(root: Path, name: str) -> Path:
+    """The folder with the analysis `name`: `root`, or the first of its subfolders that has it (an experiment run into
+    an --output-dir of its own, as runs/mp6000 under runs)."""
+    return next((folder for folder in folders_of(root) if (folder / "analysis" / name / "report.json").exists()), root)
+
+
 def analysis(root: Path, name: str) -> dict[str, dict] | None:
     path = root / "analysis" / name / "report.json"
     if not path.exists():

@@ -60,7 +60,11 @@ class PretrainArguments:
     )
     max_documents: int | None = field(default=None, metadata={"help": "Use only the first N documents (quick runs)."})
     tokenizer_name: str | None = field(
-        default=None, metadata={"help": "Tokenizer path; when absent a WordPiece tokenizer is trained on the corpus."}
+        default=None,
+        metadata={
+            "help": "Tokenizer path; when absent, the tokenizer saved with --model_name_or_path, or from scratch a "
+            "WordPiece tokenizer trained on the corpus."
+        },
     )
     # None, not the default value, when left out: a run that trains no tokenizer refuses any value given.
     vocab_size: int | None = field(
@@ -135,8 +139,9 @@ class PretrainArguments:
         default=None,
         metadata={
             "help": "mae_lm from a pretrained encoder: hold the encoder (all but the word embeddings the LM head "
-            "shares) still for the first N steps, while the fresh decoder learns to read it. Without it, the "
-            "encoder collapses onto one vector within a few hundred steps."
+            "shares) still for the first N steps, while the fresh decoder learns to read it. Without it, "
+            "all-MiniLM-L6-v2 continued with the default --mask_in_encoder_fraction 0 collapsed onto one vector "
+            "within 300 steps."
         },
     )
     pack_documents: bool = field(

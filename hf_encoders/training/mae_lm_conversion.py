@@ -45,7 +45,8 @@ LAYER_MODULES = {
 def from_encoder(cls, model_or_path, mask_token_id: int | None = None, **mae_lm_options) -> MaeLmForMaskedLM:
     """`cls` (MaeLmForMaskedLM) whose encoder is a BERT-family encoder: a loaded model, a folder or a Hub name.
 
-    `mask_token_id` defaults to the mask token of the tokenizer saved with the checkpoint. `mae_lm_options` are the
+    `mask_token_id` defaults to the mask token of the tokenizer saved with the checkpoint; a loaded model has none, so
+    pass it then. `mae_lm_options` are the
     MaeLmConfig fields the source does not fix: the decoder's shape (default: a third of the encoder's depth, the
     paper's base ratio), the relative-bias buckets, `classifier_dropout`.
     Architectures other than CONVERTIBLE_ENCODERS, and a checkpoint missing encoder weights, are refused.
@@ -77,7 +78,7 @@ def from_encoder(cls, model_or_path, mask_token_id: int | None = None, **mae_lm_
         name = type(source).__name__ if loaded else str(model_or_path)
         logger.warning(
             f"{name} has no pretrained MLM head: MAE-LM's LM head starts freshly initialised (as its decoder does), so "
-            "the loss starts at chance level."
+            "the loss starts at chance level (a run resumed from its checkpoint then loads the head it has trained)."
         )
     return model.train(source.training)
 

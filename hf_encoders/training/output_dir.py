@@ -2,7 +2,8 @@
 
 A folder that held another method's model would keep that method's code beside the new config.json (and
 `--push_to_hub` would upload both), so such a folder is refused unless `--overwrite_output_dir` clears what
-hf-encoders wrote there before. Files the package never writes are left alone.
+hf-encoders wrote there before. Files the package never writes are left alone. A folder holding an earlier run's
+checkpoints is refused too unless the run resumes from them: a fresh run would save its own beside them.
 """
 
 import shutil
@@ -75,6 +76,15 @@ def prepare_output_dir(folder: Path, family: Family, overwrite: bool, resuming: 
             f"--output_dir {folder} holds a model of {held.title if held else 'another kind'} ({model_type!r} in "
             f"its config.json), not of {family.title}: its files would stay beside the new model's. Pass a new "
             "--output_dir, or add --overwrite_output_dir to remove what hf-encoders wrote there before."
+        )
+    checkpoints = sorted(path.name for path in folder.glob("checkpoint-*"))
+    if checkpoints and not resuming:
+        # A fresh run would save its checkpoints beside the earlier run's, and a later `--resume_from_checkpoint
+        # true` takes the highest step, whichever run wrote it.
+        raise ValueError(
+            f"--output_dir {folder} holds the checkpoints of an earlier run ({', '.join(checkpoints)}). Add "
+            "--resume_from_checkpoint true to continue it, --overwrite_output_dir to start afresh (removing them), "
+            "or pass a new --output_dir."
         )
 
 
