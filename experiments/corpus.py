@@ -52,12 +52,14 @@ class SourceFile:
 
 def read_sources(folder: Path) -> list[SourceFile]:
     """Every source file under `folder` (sorted, so the corpus is the same on every machine) that holds prose."""
+    if not folder.is_dir():
+        raise ValueError(
+            f"{folder} does not exist; pass the documentation's _sources folder (Debian's `apt-get install "
+            "python3.11-doc` puts it in /usr/share/doc/python3.11/html/_sources)."
+        )
     paths = sorted(path for path in folder.rglob("*") if path.name.endswith((".rst", ".rst.txt")))
     if not paths:
-        raise ValueError(
-            f"{folder} holds no .rst or .rst.txt files; pass the documentation's _sources folder (Debian's "
-            "`apt-get install python3.11-doc` puts it in /usr/share/doc/python3.11/html/_sources)."
-        )
+        raise ValueError(f"{folder} holds no .rst or .rst.txt files; pass the documentation's _sources folder.")
     files = []
     for path in paths:
         relative = path.relative_to(folder)

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     prepare(runner)
     runner.experiment = "U"  # names its steps in timings.json
     masking_sweep(runner, methods)
-    print("Done: `python experiments/reproduce.py --corpus ... --output-dir <its parent> --only report` tables it.")
+    print("Done: `python experiments/reproduce.py --only report --steps 1500 --output-dir <its parent>` tables it.")
     return 0
 
 

@@ -68,11 +68,16 @@ def test_code_words_are_tagged_and_cloze_answers_are_their_spans():
     assert example["question"].replace("____", answer) in example["context"]
 
 
-def test_a_folder_without_sources_says_where_debian_puts_them(tmp_path):
+def test_a_missing_sources_folder_says_where_debian_puts_it_and_an_empty_one_what_to_pass(tmp_path):
+    with pytest.raises(ValueError) as refused:
+        corpus.read_sources(tmp_path / "absent")
+    assert str(refused.value) == (
+        f"{tmp_path / 'absent'} does not exist; pass the documentation's _sources folder (Debian's `apt-get install "
+        "python3.11-doc` puts it in /usr/share/doc/python3.11/html/_sources)."
+    )
     (tmp_path / "notes.txt").write_text("not a source")
     with pytest.raises(ValueError) as refused:
         corpus.read_sources(tmp_path)
-    assert str(refused.value) == (
-        f"{tmp_path} holds no .rst or .rst.txt files; pass the documentation's _sources folder (Debian's `apt-get "
-        "install python3.11-doc` puts it in /usr/share/doc/python3.11/html/_sources)."
+    assert (
+        str(refused.value) == f"{tmp_path} holds no .rst or .rst.txt files; pass the documentation's _sources folder."
     )

@@ -130,6 +130,11 @@ def test_pretrained_mae_lm_verdicts_count_only_arms_below_the_unigram_entropy(tm
     assert (tmp_path / "figures" / "mp_delta_sweep.png").exists()
     assert "![mp_validation_loss.png](figures/mp_validation_loss.png)" in section
     assert (tmp_path / "figures" / "mp_validation_loss.png").exists()
+    if stuck_loss is not None:  # a second folder with M-pretrained's analysis: which one to read is not guessed
+        (root / "analysis" / "mp").mkdir(parents=True)
+        (root / "analysis" / "mp" / "report.json").write_text((folder / "analysis" / "mp" / "report.json").read_text())
+        with pytest.raises(SystemExit, match=f"{root} and {folder} both hold the analysis 'mp'; move one out of"):
+            mae_lm.m_pretrained(root, tmp_path / "figures")
 
 
 @pytest.mark.parametrize("case", ["learned", "against", "stuck"])

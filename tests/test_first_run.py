@@ -30,6 +30,7 @@ from hf_encoders.training.callbacks import DiagnosticsCallback, collapse
 from hf_encoders.training.cards import training_summary, write_model_card
 from hf_encoders.training.loss_curves import plot_run, wants_log_axis
 from hf_encoders.training.model_sizes import parse_config_overrides
+from hf_encoders.training.output_dir import logger as output_dir_logger
 from hf_encoders.training.recipes import base, biphasic, get_recipe, mae_lm, mlm
 from tests.test_cli import run_script
 from tests.tiny_models import save_tiny_bert, tiny_mae_lm_config, tiny_tokenizer
@@ -110,19 +111,39 @@ def test_a_folder_holding_another_method_is_refused_or_cleared(tmp_path, capsys)
     assert not list(folder.glob("*mae_lm*"))
 
 
-def test_a_folder_holding_an_earlier_runs_checkpoints_is_refused_unless_the_run_resumes(tmp_path):
+def test_a_folder_holding_an_earlier_runs_checkpoints_is_refused_unless_the_run_resumes_from_the_last(tmp_path):
     folder = tmp_path / "out"
     saving = ("--save_strategy", "steps", "--save_steps", "1")
     assert main(tiny_argv(folder, "mae_lm", *saving)) == 0
     with pytest.raises(ValueError) as refused:
         main(tiny_argv(folder, "mae_lm", *saving))
     assert str(refused.value) == (
-        f"--output_dir {folder} holds the checkpoints of an earlier run (checkpoint-1, checkpoint-2). Add "
-        "--resume_from_checkpoint true to continue it, --overwrite_output_dir to start afresh (removing them), or "
-        "pass a new --output_dir."
+        f"--output_dir {folder} holds the checkpoints of an earlier run (2 checkpoints up to checkpoint-2). Add "
+        "--resume_from_checkpoint true to continue it, --overwrite_output_dir to start afresh (removing what "
+        "hf-encoders wrote there), or pass a new --output_dir."
+    )
+    # Going back to an earlier checkpoint is allowed, and said; another run's checkpoint is refused.
+    earlier = folder / "checkpoint-1"
+    with CaptureLogger(output_dir_logger) as captured:
+        assert main(tiny_argv(folder, "mae_lm", *saving, "--resume_from_checkpoint", str(earlier))) == 0
+    assert captured.out.startswith(
+        f"Resuming from {earlier}, an earlier checkpoint than checkpoint-2: each stays until"
+    )
+    other = tmp_path / "other"
+    assert main(tiny_argv(other, "mae_lm", *saving, "--max_steps", "1")) == 0
+    with pytest.raises(ValueError) as refused:
+        main(tiny_argv(folder, "mae_lm", *saving, "--resume_from_checkpoint", str(other / "checkpoint-1")))
+    assert str(refused.value) == (
+        f"--output_dir {folder} holds the checkpoints of another run (2 checkpoints up to checkpoint-2) than the one "
+        f"this run resumes from ({other / 'checkpoint-1'}); resume into a new --output_dir, or remove them."
     )
     assert main(tiny_argv(folder, "mae_lm", *saving, "--max_steps", "3", "--resume_from_checkpoint", "true")) == 0
     assert (folder / "checkpoint-3").is_dir()
+
+    # A checkpoint interrupted while being written is never resumed from: a fresh run may start beside it.
+    fresh = tmp_path / "fresh"
+    (fresh / "checkpoint-5").mkdir(parents=True)
+    assert main(tiny_argv(fresh, "mae_lm", *saving)) == 0
     assert main(tiny_argv(folder, "mae_lm", "--save_strategy", "no", "--overwrite_output_dir")) == 0
     assert not list(folder.glob("checkpoint-*"))
 

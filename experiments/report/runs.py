@@ -47,9 +47,15 @@ def collected_timings(root: Path) -> dict[str, dict]:
 
 
 def experiment_root(root: Path, name: str) -> Path:
-    """The folder with the analysis `name`: `root`, or the first of its subfolders that has it (an experiment run into
-    an --output-dir of its own, as runs/mp6000 under runs)."""
-    return next((folder for folder in folders_of(root) if (folder / "analysis" / name / "report.json").exists()), root)
+    """The folder with the analysis `name`: `root`, or the one of its subfolders that has it (an experiment run into
+    an --output-dir of its own, as runs/mp6000 under runs); two that have it are refused."""
+    found = [folder for folder in folders_of(root) if (folder / "analysis" / name / "report.json").exists()]
+    if len(found) > 1:
+        raise SystemExit(
+            f"{' and '.join(map(str, found))} both hold the analysis {name!r}; move one out of {root} so that the "
+            "report knows which runs to read."
+        )
+    return found[0] if found else root
 
 
 def analysis(root: Path, name: str) -> dict[str, dict] | None:

@@ -62,8 +62,9 @@ class PretrainArguments:
     tokenizer_name: str | None = field(
         default=None,
         metadata={
-            "help": "Tokenizer path; when absent, the tokenizer saved with --model_name_or_path, or from scratch a "
-            "WordPiece tokenizer trained on the corpus."
+            "help": "Tokenizer path; when absent, the tokenizer saved with the checkpoint a run continues "
+            "(--model_name_or_path, --from_causal_lm, --resume_from_checkpoint), or from scratch a WordPiece tokenizer "
+            "trained on the corpus."
         },
     )
     # None, not the default value, when left out: a run that trains no tokenizer refuses any value given.

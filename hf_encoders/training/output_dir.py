@@ -3,15 +3,20 @@
 A folder that held another method's model would keep that method's code beside the new config.json (and
 `--push_to_hub` would upload both), so such a folder is refused unless `--overwrite_output_dir` clears what
 hf-encoders wrote there before. Files the package never writes are left alone. A folder holding an earlier run's
-checkpoints is refused too unless the run resumes from them: a fresh run would save its own beside them.
+checkpoints is refused too unless the run resumes from one of them.
 """
 
+import json
 import shutil
 from pathlib import Path
 
 from transformers import PretrainedConfig
+from transformers.utils import logging
 
 from ..families import Family, family_of_model_type
+from .resume import complete_checkpoints
+
+logger = logging.get_logger(__name__)
 
 MODELS = Path(__file__).parent.parent / "models"
 # What a run writes into its output folder: Trainer's model, tokenizer, state and checkpoints, the model code every
@@ -53,14 +58,15 @@ def saved_model_type(folder: Path) -> str | None:
     return None
 
 
-def prepare_output_dir(folder: Path, family: Family, overwrite: bool, resuming: bool) -> None:
-    """Refuse a folder holding another method's model (with the fix), or clear what a run wrote there before."""
+def prepare_output_dir(folder: Path, family: Family, overwrite: bool, resume_checkpoint: str | None) -> None:
+    """Refuse a folder holding another method's model, or checkpoints of a run this one does not continue (with the
+    fix), or clear what a run wrote there before."""
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"--output_dir {folder} is a file; pass a folder (it is created if it does not exist).")
     if not folder.is_dir():
         return
     if overwrite:
-        if resuming:
+        if resume_checkpoint is not None:
             raise ValueError(
                 "--overwrite_output_dir would remove the checkpoints --resume_from_checkpoint resumes from; "
                 "drop one of them."
@@ -77,15 +83,39 @@ def prepare_output_dir(folder: Path, family: Family, overwrite: bool, resuming: 
             f"its config.json), not of {family.title}: its files would stay beside the new model's. Pass a new "
             "--output_dir, or add --overwrite_output_dir to remove what hf-encoders wrote there before."
         )
-    checkpoints = sorted(path.name for path in folder.glob("checkpoint-*"))
-    if checkpoints and not resuming:
-        # A fresh run would save its checkpoints beside the earlier run's, and a later `--resume_from_checkpoint
-        # true` takes the highest step, whichever run wrote it.
+    check_earlier_checkpoints(folder, resume_checkpoint)
+
+
+def check_earlier_checkpoints(folder: Path, resume_checkpoint: str | None) -> None:
+    """Refuse the checkpoints of a run this one does not continue: its own would be saved beside them, and
+    `--resume_from_checkpoint true` takes the highest step, whichever run wrote it. One interrupted while being written
+    does not count: no run resumes from it, and the run that reaches its step writes over it."""
+    complete = complete_checkpoints(folder)
+    if not complete:
+        return
+    held = complete[-1].name if len(complete) == 1 else f"{len(complete)} checkpoints up to {complete[-1].name}"
+    if resume_checkpoint is None:
         raise ValueError(
-            f"--output_dir {folder} holds the checkpoints of an earlier run ({', '.join(checkpoints)}). Add "
-            "--resume_from_checkpoint true to continue it, --overwrite_output_dir to start afresh (removing them), "
-            "or pass a new --output_dir."
+            f"--output_dir {folder} holds the checkpoints of an earlier run ({held}). Add --resume_from_checkpoint "
+            "true to continue it, --overwrite_output_dir to start afresh (removing what hf-encoders wrote there), or "
+            "pass a new --output_dir."
         )
+    if Path(resume_checkpoint).resolve().parent != folder.resolve():
+        raise ValueError(
+            f"--output_dir {folder} holds the checkpoints of another run ({held}) than the one this run resumes from "
+            f"({resume_checkpoint}); resume into a new --output_dir, or remove them."
+        )
+    resumed_step = trained_step(Path(resume_checkpoint))
+    later = [checkpoint.name for checkpoint in complete if trained_step(checkpoint) > resumed_step]
+    if later:  # going back to an earlier checkpoint is a way to leave a diverged run: allowed, and said
+        logger.warning(
+            f"Resuming from {resume_checkpoint}, an earlier checkpoint than {', '.join(later)}: each stays until this "
+            "run saves the same step over it, and --resume_from_checkpoint true takes the highest step meanwhile."
+        )
+
+
+def trained_step(checkpoint: Path) -> int:
+    return json.loads((checkpoint / "trainer_state.json").read_text())["global_step"]
 
 
 def where_line(output_dir: Path, encoder_dir: Path, plots: list[Path]) -> str:

@@ -198,7 +198,7 @@ def build_trainer(
                 Path(training_args.output_dir),
                 recipe.family,
                 overwrite=args.overwrite_output_dir,
-                resuming=resume_from_checkpoint is not None,
+                resume_checkpoint=resume_from_checkpoint,
             )
     set_seed(training_args.seed)  # before the model is built, so two runs with one seed start from the same weights
     data = training_data(recipe, args, training_args)

@@ -14,13 +14,19 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 CHECKPOINT_PATTERN = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 
 
-def last_complete_checkpoint(output_dir: str | Path) -> Path | None:
+def complete_checkpoints(output_dir: str | Path) -> list[Path]:
+    """The checkpoint-N folders of `output_dir` that Trainer finished writing, by step."""
     complete = [
         (int(match.group(1)), path)
         for path in Path(output_dir).glob(f"{PREFIX_CHECKPOINT_DIR}-*")
         if (match := CHECKPOINT_PATTERN.match(path.name)) and (path / "trainer_state.json").is_file()
     ]
-    return max(complete)[1] if complete else None
+    return [path for _, path in sorted(complete)]
+
+
+def last_complete_checkpoint(output_dir: str | Path) -> Path | None:
+    complete = complete_checkpoints(output_dir)
+    return complete[-1] if complete else None
 
 
 def resolve_resume(resume_from_checkpoint: str | bool | None, output_dir: str | Path) -> str | None:
