@@ -26,6 +26,7 @@ LINK = re.compile(r"`([^`<]+?)\s*(?:<[^`]*>)?`_{1,2}")
 EMPHASIS = re.compile(r"\*{1,2}([^*\s][^*]*?)\*{1,2}")
 FIELD = re.compile(r"^:[\w-]+:(\s|$)")
 FOOTNOTE = re.compile(r"\s*\[#?[\w-]*\]_")
+DOCUMENTATION_SOURCES = Path("/usr/share/doc/python3.11/html/_sources")  # `apt-get install python3.11-doc`
 
 
 @dataclass
@@ -55,7 +56,7 @@ def read_sources(folder: Path) -> list[SourceFile]:
     if not folder.is_dir():
         raise ValueError(
             f"{folder} does not exist; pass the documentation's _sources folder (Debian's `apt-get install "
-            "python3.11-doc` puts it in /usr/share/doc/python3.11/html/_sources)."
+            f"python3.11-doc` puts it in {DOCUMENTATION_SOURCES})."
         )
     paths = sorted(path for path in folder.rglob("*") if path.name.endswith((".rst", ".rst.txt")))
     if not paths:

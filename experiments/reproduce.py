@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import mae_lm_probe
-from corpus import read_sources
+from corpus import DOCUMENTATION_SOURCES, read_sources
 from filelock import FileLock
 from report import write_report
 from report.runs import collected_timings, data_root, final_eval_loss, unigram_entropy
@@ -31,7 +31,6 @@ from wall_time import RECORD_LABELS, measuring
 from hf_encoders.training.resume import last_complete_checkpoint
 
 HERE = Path(__file__).parent
-DOCUMENTATION_SOURCES = Path("/usr/share/doc/python3.11/html/_sources")  # `apt-get install python3.11-doc`
 EXPERIMENTS = ("T1", "T1-trained-head", "M", "M-pretrained", "B1", "B2", "B2-equal-budget", "report")
 # From-scratch models: 4 layers x 256, blocks of 128 tokens, 16 per batch, the same steps for every arm.
 SCRATCH_LAYERS = "hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024"

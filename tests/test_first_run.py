@@ -111,7 +111,7 @@ def test_a_folder_holding_another_method_is_refused_or_cleared(tmp_path, capsys)
     assert not list(folder.glob("*mae_lm*"))
 
 
-def test_a_folder_holding_an_earlier_runs_checkpoints_is_refused_unless_the_run_resumes_from_the_last(tmp_path):
+def test_a_folder_holding_an_earlier_runs_checkpoints_is_refused_unless_the_run_resumes_from_one(tmp_path):
     folder = tmp_path / "out"
     saving = ("--save_strategy", "steps", "--save_steps", "1")
     assert main(tiny_argv(folder, "mae_lm", *saving)) == 0
