@@ -20,6 +20,7 @@ from the encoder's input (δ = 0's view, whatever δ the model trained with) unl
 import argparse
 import json
 import math
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -55,8 +56,8 @@ def probe(checkpoint: Path, texts: list[str], blocks: int = 64, length: int = 12
         states = model.mae_lm(input_ids).last_hidden_state.flatten(0, 1).double()
         loss = model(corrupted, labels=labels).loss.item()
         seen_loss, unseen_loss = losses_by_encoder_view(model, corrupted, labels, seen)
-        model.encode_compacted = mean_states(model.encode_compacted)
-        ablated_loss = model(corrupted, labels=labels).loss.item()
+        with encoder_ablated(model):
+            ablated_loss = model(corrupted, labels=labels).loss.item()
     mean = states.mean(0)
     return {
         "rank_uncentered": int(effective_rank(states)),
@@ -124,9 +125,12 @@ def gradient_share(model, prefix: str) -> float:
     return float(sum(v for k, v in norms.items() if k.startswith(prefix)) / sum(norms.values())) ** 0.5
 
 
-def mean_states(encode_compacted):
-    """The encoder, with each of its output states replaced by the mean of the batch's states (positions it did not
-    read stay zero, as in the model)."""
+@contextmanager
+def encoder_ablated(model):
+    """The model with each of its encoder's output states replaced by the mean of the batch's states (positions the
+    encoder did not read stay zero, as in the model), its own encoder put back on leaving: the measures after the
+    ablation read the trained model."""
+    encode_compacted = model.encode_compacted
 
     def encode(*args, **kwargs):
         states = encode_compacted(*args, **kwargs)
@@ -134,7 +138,11 @@ def mean_states(encode_compacted):
         mean = states.sum((0, 1)) / read.sum()
         return torch.where(read, mean, states)
 
-    return encode
+    model.encode_compacted = encode
+    try:
+        yield model
+    finally:
+        del model.encode_compacted  # the instance attribute hid the class's method; removing it restores the method
 
 
 def main(corpus: Path, output: Path, checkpoints: list[Path]) -> None:

@@ -111,7 +111,6 @@ def plateaus() -> dict:
     path = ROOT / "plateaus.json"
     if path.exists():
         return json.loads(path.read_text())
-    sys.path.insert(0, str(HERE))
     from report.runs import unigram_entropy
     from transformers import AutoTokenizer
 
@@ -126,16 +125,11 @@ def plateaus() -> dict:
     return result
 
 
-def encoder_gradient_share(model, prefix: str) -> float:
-    """||gradient of the parameters under `prefix`|| / ||gradient of all parameters||."""
-    norms = {name: float(p.grad.norm()) ** 2 for name, p in model.named_parameters() if p.grad is not None}
-    return (sum(v for k, v in norms.items() if k.startswith(prefix)) / sum(norms.values())) ** 0.5
-
-
 def measuring_callback(every: int, encoder_prefix: str):
     """A TrainerCallback (made here, so that importing this file stays light) adding to every log the process's CPU
     seconds and, every `every` steps, the share of the gradient's norm in the encoder's layers (after clipping,
     which scales every parameter alike). PretrainingTrainer adds what `measures_for_log` returns to each log."""
+    from mae_lm_probe import gradient_share
     from transformers import TrainerCallback
 
     class Callback(TrainerCallback):
@@ -145,7 +139,7 @@ def measuring_callback(every: int, encoder_prefix: str):
         def on_pre_optimizer_step(self, args, state, control, **kwargs):
             if (state.global_step + 1) % every and state.global_step:
                 return
-            self.pending = {"encoder_gradient_share": encoder_gradient_share(kwargs["model"], encoder_prefix)}
+            self.pending = {"encoder_gradient_share": gradient_share(kwargs["model"], encoder_prefix)}
 
         def measures_for_log(self, state, logs):
             # CPU seconds of this one-thread process: its speed on a quiet machine, whoever else runs.
@@ -351,6 +345,7 @@ def init_probe(rows: int = 16, length: int = 128, seed: int = 0) -> dict:
     direction): where the decoder reads the encoder only through near-uniform attention, every position gets the
     same gradient, which can move the row's mean state and nothing that tells tokens apart."""
     import torch
+    from mae_lm_probe import gradient_share
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
     from hf_encoders.models.mae_lm import MaeLmConfig, MaeLmForMaskedLM
@@ -378,7 +373,7 @@ def init_probe(rows: int = 16, length: int = 128, seed: int = 0) -> dict:
         results[name] = {
             "first_layer_gradient_norm": float(first),
             "encoder_gradient_norm": float(encoder),
-            "encoder_gradient_share": encoder_gradient_share(model, prefix),
+            "encoder_gradient_share": gradient_share(model, prefix),
             "encoder_output_gradient_common_mode": common,
         }
     return results
@@ -409,6 +404,7 @@ def collapse_probe(names: list[str], steps: int = 150, every: int = 15, seed: in
     steps, on 16 held-out clean blocks: the share of the encoder's top-layer energy in the mean direction (1 = every
     token the same vector), and the training loss."""
     import torch
+    from mae_lm_probe import gradient_share
     from transformers import AutoTokenizer
 
     from hf_encoders.models.mae_lm import MaeLmConfig, MaeLmForMaskedLM
@@ -445,7 +441,7 @@ def collapse_probe(names: list[str], steps: int = 150, every: int = 15, seed: in
                 common = output_gradient_common_mode(
                     model, model.mae_lm.layers[-1], probe_corrupted, probe_labels, compacted=delta == 0.0, delta=delta
                 )
-                share = encoder_gradient_share(model, "mae_lm.layers.")
+                share = gradient_share(model, "mae_lm.layers.")
                 optimizer.zero_grad()
                 curve.append(
                     {

@@ -105,7 +105,9 @@ def cloze_examples(files: list[SourceFile], rng: random.Random) -> list[dict]:
             continue
         start, end = rng.choice(paragraph.code_spans)
         answer = paragraph.text[start:end]
-        sentence = next(s for s in sentence_spans(paragraph.text) if s[0] <= start and end <= s[1] + 1)
+        sentence = next((s for s in sentence_spans(paragraph.text) if s[0] <= start and end <= s[1] + 1), None)
+        if sentence is None:  # the code span runs across a sentence end ("e.g. os.path"): no one sentence to blank
+            continue
         question = paragraph.text[sentence[0] : start] + "____" + paragraph.text[end : sentence[1]]
         if len(question.split()) < 6:
             continue

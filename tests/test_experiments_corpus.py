@@ -66,6 +66,13 @@ def test_code_words_are_tagged_and_cloze_answers_are_their_spans():
     start, answer = example["answers"]["answer_start"][0], example["answers"]["text"][0]
     assert example["context"][start : start + len(answer)] == answer
     assert example["question"].replace("____", answer) in example["context"]
+    # A code span that runs across a sentence end has no one sentence to blank: the paragraph gives no example.
+    across = corpus.clean_paragraph(
+        "The rules of this module are many and they are all listed in the next section of this page, which says "
+        "what each one does and when it applies: call ``it. Then`` with care, because it reads the whole file."
+    )
+    page = corpus.SourceFile("library", [corpus.Section("Basic usage", [across])])
+    assert tasks.cloze_examples([page], random.Random(0)) == []
 
 
 def test_a_missing_sources_folder_says_where_debian_puts_it_and_an_empty_one_what_to_pass(tmp_path):

@@ -100,3 +100,45 @@ def test_a_corpus_too_short_for_the_probes_blocks_says_so(tmp_path):
         f"The probed documents hold 10 tokens of {folder}'s tokenizer, fewer than the 2 blocks of 6 the probe reads; "
         "give it a corpus whose last 40 documents are longer."
     )
+
+
+def test_the_encoder_ablation_feeds_the_decoder_the_mean_state_and_puts_the_encoder_back(probed):
+    import mae_lm_probe
+    import torch
+
+    model, corrupted, labels, masked = probed
+    with torch.no_grad():
+        trained = model(corrupted, labels=labels).loss.item()
+        keep = ~masked  # δ = 0: the encoder reads the real tokens only
+        positions = torch.arange(corrupted.shape[1]).expand_as(corrupted)
+        compact_length = int(keep.sum(-1).max())
+        states = model.encode_compacted(corrupted, keep, compact_length, positions)
+        with mae_lm_probe.encoder_ablated(model):
+            ablated = model.encode_compacted(corrupted, keep, compact_length, positions)
+            ablated_loss = model(corrupted, labels=labels).loss.item()
+        after = model(corrupted, labels=labels).loss.item()
+    read = states.abs().sum(-1) > 0
+    assert torch.allclose(ablated[read], states[read].mean(0).expand_as(ablated[read]), atol=1e-6)
+    assert torch.equal(ablated[~read], states[~read])
+    assert ablated_loss != pytest.approx(trained)
+    assert after == trained  # the trained encoder is back for whatever is measured next
+    assert "encode_compacted" not in vars(model)
+
+
+def test_the_probes_attention_measures_read_the_trained_encoder_not_the_ablated_one(tmp_path, monkeypatch):
+    import mae_lm_probe
+
+    from tests.tiny_models import save_tiny_mae_lm
+
+    folder = save_tiny_mae_lm(tmp_path / "mae_lm")
+    measure = mae_lm_probe.neighbour_attention
+    ablated_when_measured = []
+
+    def recording(model, *args, **kwargs):
+        ablated_when_measured.append("encode_compacted" in vars(model))
+        return measure(model, *args, **kwargs)
+
+    monkeypatch.setattr(mae_lm_probe, "neighbour_attention", recording)
+    measured = mae_lm_probe.probe(Path(folder), ["the cat sat on the mat"] * 4, blocks=2, length=8)
+    assert ablated_when_measured == [False]
+    assert measured["masked_lm_loss_encoder_ablated"] != pytest.approx(measured["masked_lm_loss"])

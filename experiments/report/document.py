@@ -164,12 +164,13 @@ def setup_lines(root: Path, timings: dict, settings, seeds: dict, carried_times:
         f"Continued arms (T1 and its trained-head variant): {settings.continue_steps} steps at 1e-4; "
         f"B2: {settings.cpt_steps} steps, batch 8, 1e-4; B2 at equal budget: {settings.continue_steps} steps at 1e-3; "
         "M from a pretrained start: its steps (read from its runs' logs) and settings in its section.",
-        "- Pre-training seeds: one per experiment unless its section says otherwise (B1 runs each seed into its own "
-        f"--output-dir); fine-tuning: {settings.finetune_steps} steps × 16, one learning rate per experiment (3e-4 "
-        "from scratch, 1e-4 for MiniLM, 1e-3 for T1's trained-head start) except B1's rate grid and B2 at equal "
-        "budget's two rates, "
+        "- Pre-training seeds: two for T1, T1's trained-head variant, B1 and B2 at equal budget (each seed into its "
+        "own --output-dir), one for M, M from a pretrained start, B2 and U. Fine-tuning: "
+        f"{settings.finetune_steps} steps × 16, one learning rate per experiment (3e-4 from scratch, 1e-4 for MiniLM, "
+        "1e-3 for T1's trained-head start) except B1's rate grid and B2 at equal budget's two rates, "
         + ", ".join(f"{count} seed(s) in {name}" for name, count in seeds.items())
-        + "; mean ± std over seeds, or mean and 95% confidence interval where the section says so.",
+        + " (M's from-scratch arms only once off the unigram plateau); mean ± std over seeds, or mean and 95% "
+        "confidence interval where the section says so.",
         "- Diagnostics (`hf-encoders analyze`): the corpus's first 500 sentences, 15% of real tokens masked for the "
         "with-[MASK] measures, rank at τ = 0.9 (uncentered, as MAE-LM defines it).",
         f"- Wall time on this machine ({os.cpu_count()} CPU cores), pre-training + analysis + fine-tuning, finished "

@@ -13,7 +13,7 @@ from .runs import (
     experiment_root,
     final_eval_loss,
     held_steps,
-    minilm_tokenizer,
+    minilm_path,
     peak_rate,
     pooled_cells,
     scores,
@@ -94,10 +94,10 @@ def m2(root: Path, figures: Path):
     if found is None:
         return None
     models, table, void = found
-    numbers, points = m2_rule(models, table, "m")
+    numbers, verdict = m2_rule(models, table, "m")
     row = (
         "| M2 | MAE-LM (Fig. 4): the more [MASK] tokens the encoder sees (δ from 0 to 1), the lower the real tokens' "
-        f"rank and the downstream score | {numbers} | {void or VERDICTS[points]} |"
+        f"rank and the downstream score | {numbers} | {void or verdict} |"
     )
     return row, []
 
@@ -110,17 +110,17 @@ def m1_points(models: dict) -> int:
     return (gap > 0) + (mae["effective_rank"][-1] >= mlm["effective_rank"][-1])
 
 
-def m2_rule(models: dict, table: dict, sweep: str) -> tuple[str, int]:
-    """M2's numbers for the summary row and its points: one for the top layer's rank not rising with δ, one for the
-    downstream mean not rising either, counted once the arms are fine-tuned (`table` not empty)."""
+def m2_rule(models: dict, table: dict, sweep: str) -> tuple[str, str]:
+    """M2's numbers for the summary row and its verdict: one point for the top layer's rank not rising with δ, one for
+    the downstream mean not rising either; pending until the arms are fine-tuned (`table` empty)."""
     ranks = [models[label]["effective_rank"][-1] for label in DELTA_LABELS]
     numbers = f"δ = 0 / 0.5 / 1: rank {ranks[0]} / {ranks[1]} / {ranks[2]}"
-    points = int(ranks[0] >= ranks[1] >= ranks[2])
-    if table:
-        downstream = [downstream_mean(table, f"{sweep}_{label}") for label in DELTA_LABELS]
-        numbers += f", mean downstream {downstream[0]:.3f} / {downstream[1]:.3f} / {downstream[2]:.3f}"
-        points += downstream[0] >= downstream[1] >= downstream[2]
-    return numbers, points
+    if not table:
+        return numbers + ", downstream pending", "pending"
+    downstream = [downstream_mean(table, f"{sweep}_{label}") for label in DELTA_LABELS]
+    numbers += f", mean downstream {downstream[0]:.3f} / {downstream[1]:.3f} / {downstream[2]:.3f}"
+    points = int(ranks[0] >= ranks[1] >= ranks[2]) + (downstream[0] >= downstream[1] >= downstream[2])
+    return numbers, VERDICTS[points]
 
 
 def delta_void(losses: dict[str, float], entropy: float) -> str | None:
@@ -210,7 +210,7 @@ def m_pretrained(root: Path, figures: Path):
     if models is None:
         return None
     table = scores(root, "mp")
-    entropy = unigram_entropy(root, minilm_tokenizer())
+    entropy = unigram_entropy(root, minilm_path())
     losses = {label: final_eval_loss(root, f"mp_{label}") for label in DELTA_LABELS}
     evaluated = all(f"mp_{label}" in table for label in DELTA_LABELS)
     arms = {f"δ = {label.removeprefix('delta_')}": f"mp_{label}" for label in DELTA_LABELS}
@@ -223,7 +223,7 @@ def m_pretrained(root: Path, figures: Path):
         "states, every layer), with a new decoder and LM head (MiniLM has no MLM head); "
         f"{' / '.join(str(trained_steps(root, f'mp_{label}')) for label in DELTA_LABELS)} steps (δ = 0 / 0.5 / 1), "
         f"{held_text(root, list(arms.values()))}, at a peak rate of "
-        f"{peak_rate(root, 'mp_delta_0.0'):.2g}, batch 16, one seed. "
+        f"{peak_rate(root, 'mp_delta_0.0'):.2g}, batch 16, one pre-training seed. "
         "The rules are M1's and M2's above; both are void unless every arm's validation loss is at least "
         f"{LEARNING_MARGIN} nats below the unigram entropy of the corpus in MiniLM's vocabulary ({entropy:.2f} nats). "
         "Scores: mean and 95% confidence interval over the fine-tuning seeds.",
@@ -277,12 +277,7 @@ def pretrained_rows(models: dict, table: dict, losses: dict[str, float], entropy
     empty until the arms are fine-tuned."""
     void = delta_void(losses, entropy)
     mlm, mae = models["delta_1.0"], models["delta_0.0"]
-    numbers, m2_points = m2_rule(models, table, "mp")
-    if table:
-        m2_verdict = VERDICTS[m2_points]
-    else:
-        numbers += ", downstream pending"
-        m2_verdict = "pending"
+    numbers, m2_verdict = m2_rule(models, table, "mp")
     validation_losses = " / ".join(f"{loss:.2f}" for loss in losses.values())
     return [
         "| M1, pretrained start | MAE-LM (Fig. 1, 5) on all-MiniLM-L6-v2 continued: the MLM layout's (δ=1) real tokens "

