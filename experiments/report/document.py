@@ -50,7 +50,8 @@ def write_report(root: Path, here: Path, timings: dict, settings, seeds: dict[st
         "reproduce.py --only B1,T1-trained-head,B2-equal-budget --steps 1500 --seed N --output-dir runs/b1_sN`, then "
         "`python masking_sweep.py --output-dir runs/b1_s0 --steps 1500 --mae-lm-steps 400`; M from a pretrained "
         "start into its own: `python reproduce.py --only M-pretrained --mae-lm-continue-steps 6000 --output-dir "
-        "runs/mp6000` (or one process per arm, `--mp-arm δ`, then once without). `python reproduce.py --only report "
+        "runs/mp6000` (or one process per arm, `--mp-arm δ`, then once without); M from scratch and B2 into `runs/` "
+        "itself: `python reproduce.py --only M,B2 --steps 1500 --output-dir runs`. `python reproduce.py --only report "
         "--steps 1500` reads them all (every number and figure below but those carried over).",
         "",
         *setup_lines(data_root(root), timings, settings, seeds, carried_times),
