@@ -222,12 +222,12 @@ class Runner:
 
     def evaluate(self, name: str, models: dict[str, Path], kinds: list[str], learning_rates: tuple, seeds: int) -> Path:
         """Fine-tunes every model on every task at each of `learning_rates` with `seeds` seeds; evaluate
-        reports each cell at its best rate and keeps every rate's seeds. A grid that grew (more models, rates or seeds
-        than its results.json reports) runs again: evaluate skips every run already finished and rewrites
+        reports each cell at its best rate and keeps every rate's seeds. A grid that grew (more models, tasks, rates or
+        seeds than its results.json reports) runs again: evaluate skips every run already finished and rewrites
         results.json."""
         tasks = [argument for kind in kinds for argument in ("--task", f"{kind}:{self.root / 'tasks' / kind}")]
         results = self.root / "evaluate" / name / "results.json"
-        if results.exists() and not reports_grid(results, models, learning_rates, seeds):
+        if results.exists() and not reports_grid(results, models, kinds, learning_rates, seeds):
             results.unlink()
         return self.hf_encoders(
             results,
@@ -245,11 +245,13 @@ class Runner:
         )  # fmt: skip
 
 
-def reports_grid(results: Path, models: dict[str, Path], learning_rates: tuple, seeds: int) -> bool:
-    """Whether evaluate's results.json has cells for every model, each with every rate of the grid and `seeds` seeds
-    at each."""
+def reports_grid(results: Path, models: dict[str, Path], kinds: list[str], learning_rates: tuple, seeds: int) -> bool:
+    """Whether evaluate's results.json has cells for every model and task kind, each with every rate of the grid and
+    `seeds` seeds at each."""
     cells = json.loads(results.read_text())["cells"]
-    if not {str(model) for model in models.values()} <= {cell["model"] for cell in cells}:
+    if not {(str(model), kind) for model in models.values() for kind in kinds} <= {
+        (cell["model"], cell["task"].split(":", 1)[0]) for cell in cells
+    }:
         return False
     return all(len(cell["validation_by_rate"].get(str(rate), ())) == seeds for cell in cells for rate in learning_rates)
 

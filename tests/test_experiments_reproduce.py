@@ -128,7 +128,7 @@ def test_t1_from_a_trained_head_continues_b1s_mlm_arm_with_and_without_the_contr
 
 def test_an_evaluate_grid_that_grew_runs_again_and_one_that_did_not_is_skipped(runner, monkeypatch):
     """evaluate itself skips the runs it finished (results.jsonl); the script must call it again when the grid has
-    more models, rates or seeds than the results.json it left, and not when the grid is the same."""
+    more models, tasks, rates or seeds than the results.json it left, and not when the grid is the same."""
     calls = []
 
     def evaluating(command, check, env):
@@ -137,9 +137,11 @@ def test_an_evaluate_grid_that_grew_runs_again_and_one_that_did_not_is_skipped(r
         rates = command[command.index("--learning_rates") + 1].split(",")
         seeds = len(command[command.index("--seeds") + 1].split(","))
         models = command[command.index("evaluate") + 1 : command.index("--task")]
+        tasks = [command[index + 1] for index, argument in enumerate(command) if argument == "--task"]
         cells = [
-            {"model": model, "validation_by_rate": {str(float(rate)): [50.0] * seeds for rate in rates}}
+            {"model": model, "task": task, "validation_by_rate": {str(float(rate)): [50.0] * seeds for rate in rates}}
             for model in models
+            for task in tasks
         ]
         output.mkdir(parents=True, exist_ok=True)
         (output / "results.json").write_text(json.dumps({"cells": cells}))
@@ -152,14 +154,23 @@ def test_an_evaluate_grid_that_grew_runs_again_and_one_that_did_not_is_skipped(r
     grids += [(one, (1e-4, 1e-3, 1e-2), 3), (two, (1e-4, 1e-3, 1e-2), 3), (two, (1e-4, 1e-3, 1e-2), 3)]
     for models, rates, seeds in grids:
         runner.evaluate("grid", models, kinds=["sc"], learning_rates=rates, seeds=seeds)
+    runner.evaluate("grid", two, kinds=["sc", "tc"], learning_rates=(1e-4, 1e-3, 1e-2), seeds=3)  # a task more
+    runner.evaluate("grid", two, kinds=["sc", "tc"], learning_rates=(1e-4, 1e-3, 1e-2), seeds=3)
     ran = [
-        (c[c.index("--learning_rates") + 1], c[c.index("--seeds") + 1], c.count(str(runner.root / "b"))) for c in calls
+        (
+            c[c.index("--learning_rates") + 1],
+            c[c.index("--seeds") + 1],
+            c.count(str(runner.root / "b")),
+            c.count("--task"),
+        )
+        for c in calls
     ]
     assert ran == [
-        ("0.0001,0.001", "0,1", 0),
-        ("0.0001,0.001,0.01", "0,1", 0),
-        ("0.0001,0.001,0.01", "0,1,2", 0),
-        ("0.0001,0.001,0.01", "0,1,2", 1),
+        ("0.0001,0.001", "0,1", 0, 1),
+        ("0.0001,0.001,0.01", "0,1", 0, 1),
+        ("0.0001,0.001,0.01", "0,1,2", 0, 1),
+        ("0.0001,0.001,0.01", "0,1,2", 1, 1),
+        ("0.0001,0.001,0.01", "0,1,2", 1, 2),
     ]
 
 
