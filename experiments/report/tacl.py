@@ -70,7 +70,8 @@ T1_TRAINED_HEAD = TaclComparison(
     tokenizer=None,
     setting="The start is each pre-training seed's B1 MLM-only arm (biphasic, off the plateau, its MLM head trained). "
     "The MLM arm is the same TaCL run with its contrastive term weighted 0 (`--tacl_loss_weight 0`): the same "
-    "sentence pairs, masks and head, so only the contrastive term differs; fine-tuned at 1e-3, one of B1's two best rates",
+    "sentence pairs, masks and head, so only the contrastive term differs; fine-tuned at 1e-3, one of B1's two best "
+    "rates",
 )
 
 T1_KINDS = ["sc", "tc", "qa"]
