@@ -57,15 +57,22 @@ def test_sdpa_runs_a_fused_kernel_on_every_attention_path(path):
         model(**on_cuda(batch(1))).loss.backward()
 
 
+# flex_attention's CUDA kernel needs heads at least 16 wide: the tiny models' hidden size of 32 in two heads.
+WIDE_HEADS = {
+    MaeLmModel: dict(num_attention_heads=2),
+    BiphasicEncoder: dict(num_attention_heads=2, num_key_value_heads=1),
+}
+
+
 @pytest.mark.parametrize("attention", ["sdpa", "flex_attention"])
 @pytest.mark.parametrize("model_class", [MaeLmModel, BiphasicEncoder])
 def test_a_packed_document_gets_the_outputs_it_gets_alone_on_cuda(model_class, attention):
     config = tiny_mae_lm_config if model_class is MaeLmModel else tiny_biphasic_config
     torch.manual_seed(0)
-    model = model_class(config(attn_implementation=attention)).cuda().eval()
+    model = model_class(config(attn_implementation=attention, **WIDE_HEADS[model_class])).cuda().eval()
     docs = [doc.cuda() for doc in documents()]
     with torch.no_grad():
-        together = model(**packed(docs)).last_hidden_state[0]
+        together = model(**on_cuda(packed(docs))).last_hidden_state[0]
         alone = torch.cat([model(input_ids=doc[None]).last_hidden_state[0] for doc in docs])
     torch.testing.assert_close(together, alone, rtol=1e-4, atol=1e-4)
 
@@ -74,7 +81,7 @@ def test_mae_lm_flex_attention_trains_as_sdpa_on_cuda():
     """The compiled flex kernel's backward (GPU-only): the same loss and bias-table gradient as the dense sdpa bias,
     up to the atomic adds' rounding."""
     torch.manual_seed(0)
-    config = tiny_mae_lm_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = tiny_mae_lm_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **WIDE_HEADS[MaeLmModel])
     sdpa = MaeLmForMaskedLM(config).cuda().train()
     flex = copy.deepcopy(sdpa)
     flex.set_attn_implementation("flex_attention")

@@ -35,6 +35,16 @@ logger = logging.get_logger(__name__)
 CONTRAST_CHUNK_SCORES = 1 << 22
 
 
+@torch.compiler.assume_constant_result  # torch 2.11's dynamo cannot trace it: a graph break at every contrast
+def autocast_available(device_type: str) -> bool:
+    return torch.amp.is_autocast_available(device_type)
+
+
+def full_precision(device_type: str) -> contextlib.AbstractContextManager:
+    """Autocast switched off, on a device that has it (bf16/fp16 training); nothing to switch off elsewhere."""
+    return torch.autocast(device_type, enabled=False) if autocast_available(device_type) else contextlib.nullcontext()
+
+
 def token_contrastive_loss(
     student_states: torch.Tensor,
     teacher_states: torch.Tensor,
@@ -63,13 +73,7 @@ def token_contrastive_loss(
     # A stable sort on "not an anchor" lists the anchors first, in row-major order.
     flat = torch.argsort(~anchors.flatten(), stable=True)[:anchor_count]
     batch_index, position = flat // anchors.shape[1], flat % anchors.shape[1]
-    device_type = student_states.device.type
-    full_precision = (
-        torch.autocast(device_type, enabled=False)
-        if torch.amp.is_autocast_available(device_type)
-        else contextlib.nullcontext()
-    )
-    with full_precision:
+    with full_precision(student_states.device.type):
         student = nn.functional.normalize(student_states.float(), dim=-1)
         teacher = nn.functional.normalize(teacher_states.float(), dim=-1)
         # (anchors, length): each anchor's student vector against every teacher vector of its sequence. Only the
@@ -97,12 +101,6 @@ def chunked_contrastive_loss(
     # A stable sort on "not an anchor" lists each row's anchors first, in order.
     slots = torch.argsort(~anchors, dim=-1, stable=True)[:, :most_in_a_row]
     targets = slots.masked_fill(~anchors.gather(1, slots), -100)  # slots past a row's anchors score nothing
-    device_type = student_states.device.type
-    full_precision = (
-        torch.autocast(device_type, enabled=False)
-        if torch.amp.is_autocast_available(device_type)
-        else contextlib.nullcontext()
-    )
 
     def chunk_loss(student, teacher, chunk_slots, chunk_targets):
         anchor_states = student.gather(1, chunk_slots[..., None].expand(-1, -1, student.shape[-1]))
@@ -113,7 +111,7 @@ def chunked_contrastive_loss(
             scores = scores.masked_fill(~key_mask[:, None, :], torch.finfo(scores.dtype).min)
         return nn.functional.cross_entropy(scores.flatten(0, 1), chunk_targets.flatten(), reduction="sum")
 
-    with full_precision:
+    with full_precision(student_states.device.type):
         student = nn.functional.normalize(student_states.float(), dim=-1)
         teacher = nn.functional.normalize(teacher_states.float(), dim=-1)
         chunk = max(1, CONTRAST_CHUNK_SCORES // (rows * length))
