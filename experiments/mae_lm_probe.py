@@ -42,16 +42,10 @@ def probe(checkpoint: Path, texts: list[str], blocks: int = 64, length: int = 12
             f"The probed documents hold {len(ids)} tokens of {checkpoint}'s tokenizer, fewer than the {blocks} blocks "
             f"of {length - 2} the probe reads; give it a corpus whose last {PROBED_DOCUMENTS} documents are longer."
         )
-    rows = torch.tensor(ids[: blocks * (length - 2)]).view(-1, length - 2)
-    cls, sep = torch.full((len(rows), 1), tokenizer.cls_token_id), torch.full((len(rows), 1), tokenizer.sep_token_id)
-    input_ids = torch.cat([cls, rows, sep], dim=1)
     generator = torch.Generator().manual_seed(seed)
-    masked = torch.rand(input_ids.shape, generator=generator) < 0.15
-    masked[:, [0, -1]] = False
-    labels = input_ids.masked_fill(~masked, -100)
-    corrupted = input_ids.masked_fill(masked, tokenizer.mask_token_id)
+    input_ids, corrupted, labels = masked_blocks(tokenizer, ids, blocks, length, generator)
     model(corrupted, labels=labels).loss.backward()
-    seen = (torch.rand(input_ids.shape, generator=generator) < 0.5) & masked
+    seen = (torch.rand(input_ids.shape, generator=generator) < 0.5) & (labels != -100)
     with torch.no_grad():
         states = model.mae_lm(input_ids).last_hidden_state.flatten(0, 1).double()
         loss = model(corrupted, labels=labels).loss.item()
@@ -70,6 +64,17 @@ def probe(checkpoint: Path, texts: list[str], blocks: int = 64, length: int = 12
         "masked_lm_loss_unseen_by_encoder": unseen_loss,
         **neighbour_attention(model, corrupted, labels),
     }
+
+
+def masked_blocks(tokenizer, ids: list[int], rows: int, length: int, generator: torch.Generator) -> tuple:
+    """(input_ids, corrupted, labels): the first `rows` blocks of `ids`, each [CLS] ... [SEP], 15% of the inner tokens
+    replaced by [MASK] (MAE-LM's masking), drawn from `generator`."""
+    body = torch.tensor(ids[: rows * (length - 2)]).view(rows, length - 2)
+    cls, sep = torch.full((rows, 1), tokenizer.cls_token_id), torch.full((rows, 1), tokenizer.sep_token_id)
+    input_ids = torch.cat([cls, body, sep], dim=1)
+    masked = torch.rand(input_ids.shape, generator=generator) < 0.15
+    masked[:, [0, -1]] = False
+    return input_ids, input_ids.masked_fill(masked, tokenizer.mask_token_id), input_ids.masked_fill(~masked, -100)
 
 
 def neighbour_attention(model, corrupted, labels, reach: int = 2) -> dict:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from report.masking import MASKING_RUNS, TOKEN_EVAL_SUFFIX
 from report.masking import U_KINDS as KINDS
-from reproduce import SCRATCH_LAYERS, Runner, biphasic_arm, common_parser, on_unigram_plateau, prepare, tokenizer
+from reproduce import PHASES, Runner, biphasic_arm, common_parser, mae_lm_arm, on_unigram_plateau, prepare
 
 from hf_encoders.data.masking_units import MASKING_UNITS
 
@@ -29,12 +29,11 @@ def masking_arm(runner: Runner, method: str, masking: str):
     name = MASKING_RUNS[method][masking]  # biphasic's token arm is B1's MLM-only run, the same command
     if method == "biphasic":
         return biphasic_arm(
-            runner, name, "--phases", "mlm:1.0", *(["--masking", masking] if masking != "token" else [])
+            runner, name, "--phases", PHASES["mlm_only"], *(["--masking", masking] if masking != "token" else [])
         )
-    return runner.pretrain(
-        name, "--method", "mae_lm", "--masking", masking, *tokenizer(runner),
-        "--model_size", "small", "--config_overrides", f"{SCRATCH_LAYERS},decoder_num_hidden_layers=2",
-        steps=runner.settings.mae_lm_steps or runner.settings.steps, learning_rate=runner.settings.mae_lm_learning_rate,
+    return mae_lm_arm(
+        runner, name, "--masking", masking,
+        steps=runner.settings.mae_lm_steps, learning_rate=runner.settings.mae_lm_learning_rate,
     )  # fmt: skip
 
 
@@ -45,7 +44,7 @@ def token_masked_validation(runner: Runner, unit: str, model: Path) -> Path:
     (the same --seed draws both)."""
     return runner.pretrain(
         f"{MASKING_RUNS['biphasic'][unit]}{TOKEN_EVAL_SUFFIX}", "--method", "biphasic", "--model_name_or_path",
-        str(model), "--phases", "mlm:1.0", steps=1, learning_rate=0.0,
+        str(model), "--phases", PHASES["mlm_only"], steps=1, learning_rate=0.0,
     )  # fmt: skip
 
 

@@ -287,18 +287,13 @@ def recording_callback(record):
 
 def masked_blocks(tokenizer, rows: int, length: int, seed: int, first_document: int = 0):
     """(input_ids, corrupted, labels): `rows` blocks of the corpus from `first_document` on, [CLS] ... [SEP], 15% of
-    the inner tokens replaced by [MASK] (MAE-LM's masking)."""
+    the inner tokens replaced by [MASK] (MAE-LM's masking, as the probe draws it)."""
     import torch
+    from mae_lm_probe import masked_blocks as blocks_of
 
     texts = [json.loads(line)["text"] for line in (ROOT / "corpus.jsonl").open()][first_document:]
-    ids = tokenizer("\n\n".join(texts[:400]), add_special_tokens=False)["input_ids"][: rows * (length - 2)]
-    body = torch.tensor(ids).view(rows, length - 2)
-    cls, sep = torch.full((rows, 1), tokenizer.cls_token_id), torch.full((rows, 1), tokenizer.sep_token_id)
-    input_ids = torch.cat([cls, body, sep], 1)
-    generator = torch.Generator().manual_seed(seed)
-    masked = torch.rand(input_ids.shape, generator=generator) < 0.15
-    masked[:, [0, -1]] = False
-    return input_ids, input_ids.masked_fill(masked, tokenizer.mask_token_id), input_ids.masked_fill(~masked, -100)
+    ids = tokenizer("\n\n".join(texts[:400]), add_special_tokens=False)["input_ids"]
+    return blocks_of(tokenizer, ids, rows, length, torch.Generator().manual_seed(seed))
 
 
 def kept_masks(corrupted, mask_token_id: int, delta: float | None) -> dict:
@@ -316,7 +311,8 @@ def output_gradient_common_mode(model, top_layer, corrupted, labels, compacted: 
     """Backpropagates the masked-LM loss of `corrupted` (without dropout, leaving the gradients in the parameters)
     and returns the share of the energy of the gradient reaching `top_layer`'s output states that lies in each
     row's mean direction, averaged over rows: 1 when every position of a row gets the same gradient. `delta`: MAE-LM's
-    δ (None for BERT). `compacted`: MAE-LM with δ = 0, whose encoder rows hold the kept tokens first, then padding, which is left out."""
+    δ (None for BERT). `compacted`: MAE-LM with δ = 0, whose encoder rows hold the kept tokens first, then padding,
+    which is left out."""
     captured = {}
 
     def keep_gradient(module, args, output):
@@ -400,9 +396,10 @@ def warm_up(step: int, steps: int, frozen: int = 0) -> float:
 
 def collapse_probe(names: list[str], steps: int = 150, every: int = 15, seed: int = 0) -> dict:
     """Does the encoder collapse onto one vector early in training, and with which δ and Adam settings? A 2 x 128
-    MAE-LM (decoder 1 layer) trained `steps` steps of 8 x 128 tokens at lr 1e-3 (10 warm-up steps); every `every`
-    steps, on 16 held-out clean blocks: the share of the encoder's top-layer energy in the mean direction (1 = every
-    token the same vector), and the training loss."""
+    MAE-LM (decoder 1 layer) trained `steps` steps of blocks of 128 tokens in each variant's setting (COLLAPSE_VARIANTS:
+    δ, Adam, clip, rate, warm-up, batch, steps the encoder is held); every `every` steps, on 16 held-out blocks: the
+    share of the encoder's top-layer energy in the mean direction (1 = every token the same vector, clean input), the
+    common mode of the loss's gradient at that layer's output, and the encoder's share of the gradient norm."""
     import torch
     from mae_lm_probe import gradient_share
     from transformers import AutoTokenizer

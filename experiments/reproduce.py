@@ -25,6 +25,7 @@ from corpus import DOCUMENTATION_SOURCES, read_sources
 from filelock import FileLock
 from report import write_report
 from report.runs import collected_timings, data_root, final_eval_loss, minilm_path, unigram_entropy
+from report.tacl import T1_KINDS
 from tasks import KINDS, write_task_folders
 from wall_time import RECORD_LABELS, measuring
 
@@ -306,15 +307,19 @@ def t1_trained_head(runner: Runner) -> None:
     models = {"start": start, "mlm": mlm / "student", "tacl": tacl / "student"}
     runner.analyze("t1h", models)
     # One of B1's two best fine-tuning rates for these models (1e-3 and 3e-3 lead its grid).
-    kinds = ["sc", "tc", "qa"]
-    runner.evaluate("t1h", models, kinds=kinds, learning_rates=(1e-3,), seeds=FINETUNE_SEEDS["T1-trained-head"])
+    runner.evaluate("t1h", models, kinds=T1_KINDS, learning_rates=(1e-3,), seeds=FINETUNE_SEEDS["T1-trained-head"])
 
 
 def m_mae_lm(runner: Runner) -> None:
     """M1 and M2: MAE-LM with a share delta of [MASK] tokens kept in the encoder, equal budget; the sweep at every
     peak learning rate of MAE_LM_SWEEPS, fine-tuned at the first only."""
     for sweep, learning_rate in MAE_LM_SWEEPS.items():
-        models = {f"delta_{delta}": mae_lm_arm(runner, sweep, learning_rate, delta) for delta in DELTAS}
+        models = {
+            f"delta_{delta}": mae_lm_arm(
+                runner, f"{sweep}_delta_{delta}", "--mask_in_encoder_fraction", str(delta), learning_rate=learning_rate
+            )
+            for delta in DELTAS
+        }
         runner.analyze(sweep, models)
         runner.probe(sweep, models)
         # Fine-tuning an encoder the pre-training loss does not use yet would measure nothing (REPORT.md, M).
@@ -352,11 +357,13 @@ def mp_arm(runner: Runner, delta: float) -> Path:
     )  # fmt: skip
 
 
-def mae_lm_arm(runner: Runner, sweep: str, learning_rate: float, delta: float) -> Path:
+def mae_lm_arm(runner: Runner, name: str, *arguments: str, learning_rate: float, steps: int | None = None) -> Path:
+    """A from-scratch MAE-LM run: the small model at SCRATCH_LAYERS with a 2-layer decoder; `arguments` choose the
+    masking, `steps` default to the experiments' own."""
     return runner.pretrain(
-        f"{sweep}_delta_{delta}", "--method", "mae_lm", *tokenizer(runner), "--model_size", "small",
-        "--config_overrides", f"{SCRATCH_LAYERS},decoder_num_hidden_layers=2", "--mask_in_encoder_fraction",
-        str(delta), steps=runner.settings.steps, learning_rate=learning_rate,
+        name, "--method", "mae_lm", *tokenizer(runner), "--model_size", "small",
+        "--config_overrides", f"{SCRATCH_LAYERS},decoder_num_hidden_layers=2", *arguments,
+        steps=steps or runner.settings.steps, learning_rate=learning_rate,
     )  # fmt: skip
 
 
@@ -394,8 +401,8 @@ def b2_equal_budget(runner: Runner) -> None:
     for start in ("clm_only", "mlm_only"):
         model = biphasic_arm(runner, f"b1_{start}", "--phases", PHASES[start])
         models[f"cpt_{start}"] = runner.pretrain(
-            f"b2e_cpt_{start}", "--method", "biphasic", "--model_name_or_path", str(model), "--phases", "mlm:1.0",
-            *wsd_schedule(steps), steps=steps,
+            f"b2e_cpt_{start}", "--method", "biphasic", "--model_name_or_path", str(model),
+            "--phases", PHASES["mlm_only"], *wsd_schedule(steps), steps=steps,
         )  # fmt: skip
     runner.analyze("b2e", models)
     runner.evaluate(
@@ -416,10 +423,10 @@ def b2_cpt(runner: Runner) -> None:
     same_architecture = ",".join(f"{key}={config[key]}" for key in sizes if key in config)
     shared = dict(steps=runner.settings.cpt_steps, batch_size=8, learning_rate=1e-4)
     # Compared on the held-out masked-LM loss each run logs: fine-tuning 135M-parameter models is beyond this budget.
-    runner.pretrain("b2_cpt", "--method", "biphasic", "--model_name_or_path", str(converted), "--phases", "mlm:1.0",
-                    **shared)  # fmt: skip
+    runner.pretrain("b2_cpt", "--method", "biphasic", "--model_name_or_path", str(converted),
+                    "--phases", PHASES["mlm_only"], **shared)  # fmt: skip
     runner.pretrain("b2_scratch", "--method", "biphasic", "--tokenizer_name", str(converted),
-                    "--config_overrides", same_architecture, "--phases", "mlm:1.0", **shared)  # fmt: skip
+                    "--config_overrides", same_architecture, "--phases", PHASES["mlm_only"], **shared)  # fmt: skip
 
 
 def tokenizer(runner: Runner) -> tuple[str, str]:

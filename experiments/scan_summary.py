@@ -1,5 +1,5 @@
 """`python experiments/scan_summary.py`: the scan's runs (finished or still going) as one JSON file, a
-markdown table and two figures.
+markdown table and three figures.
 
 experiments/scan/results.json: per run, its settings, the held-out masked-LM loss after every evaluation, the
 encoder's share of the gradient norm, and the CPU seconds per step (one thread: its speed on a quiet machine).

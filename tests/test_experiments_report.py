@@ -404,7 +404,10 @@ def test_t1_pools_seeds_and_says_whether_tacl_goes_below_the_starting_similarity
     assert any(line.startswith("| mlm | 5.000, 5.000 |") and "45.5 [" in line for line in section)
 
 
-def test_the_masking_sweep_compares_span_with_token_masking_and_lists_mae_lm_on_its_plateau(tmp_path, monkeypatch):
+@pytest.mark.parametrize("mae_lm_fine_tuned", [False, True])
+def test_the_masking_sweep_compares_span_with_token_masking_and_lists_mae_lm_on_its_plateau(
+    tmp_path, monkeypatch, mae_lm_fine_tuned
+):
     monkeypatch.setattr(masking, "unigram_entropy", lambda root, tokenizer_path=None: 6.0)
     root = tmp_path / "runs" / "b1_s0"
     runs = masking.MASKING_RUNS["biphasic"]
@@ -423,6 +426,9 @@ def test_the_masking_sweep_compares_span_with_token_masking_and_lists_mae_lm_on_
         lambda folder, seed: scores[unit_of[folder]] + seed,
         kinds=masking.U_KINDS,
     )
+    if mae_lm_fine_tuned:  # were its arms off the plateau, their scores would show
+        mae_lm_runs = {f"pretrain/{run}": {3e-4: 30.0} for run in masking.MASKING_RUNS["mae_lm"].values()}
+        fake_seed_folder(root, "u_mae_lm", {}, mae_lm_runs, lambda folder, seed: 30.0 + seed, kinds=masking.U_KINDS)
     for method in masking.MASKING_RUNS:
         models = [{"model": f"{method}_{unit}", "self_similarity": [0.5], "effective_rank": [7]} for unit in runs]
         (root / "analysis" / f"u_{method}").mkdir(parents=True, exist_ok=True)
@@ -435,7 +441,9 @@ def test_the_masking_sweep_compares_span_with_token_masking_and_lists_mae_lm_on_
     scores_cell = f"45.5 [{low:.1f}, {high:.1f}]"
     span = f"| biphasic | span | 20 | 6.200 (-0.20) | 5.100 (+0.90) | 0.500 | 7 | {scores_cell} | {scores_cell} |"
     assert span in section
-    assert "| mae_lm | whole_word | 20 | 6.100 (-0.10) |  | 0.500 | 7 |  |  |" in section
+    low, high = scipy.stats.t.interval(0.95, 1, loc=30.5, scale=scipy.stats.sem([30, 31]))
+    mae_lm_scores = f"30.5 [{low:.1f}, {high:.1f}] | 30.5 [{low:.1f}, {high:.1f}]" if mae_lm_fine_tuned else " | "
+    assert f"| mae_lm | whole_word | 20 | 6.100 (-0.10) |  | 0.500 | 7 | {mae_lm_scores} |" in section
     # An interval reaching past the scores' range 0-100 is shown within it.
     assert tables.interval(SimpleNamespace(mean=99.0, confidence_interval=(97.0, 101.0))) == "99.0 [97.0, 100.0]"
 

@@ -227,6 +227,26 @@ def test_m_pretrained_with_one_arm_named_pretrains_that_arm_only(b1_runner, call
         reproduce.build_parser().parse_args(["--corpus", "docs", "--mp-arm", "0.25"])
 
 
+def test_m_and_u_mae_lm_arms_train_the_same_scratch_model_and_differ_in_masking_steps_and_rate(b1_runner, calls):
+    import masking_sweep
+
+    b1_runner.settings.mae_lm_steps, b1_runner.settings.mae_lm_learning_rate = 400, 5e-4
+    reproduce.mae_lm_arm(b1_runner, "m_delta_0.5", "--mask_in_encoder_fraction", "0.5", learning_rate=1e-3)
+    masking_sweep.masking_arm(b1_runner, "mae_lm", "span")
+    m_arm, u_arm = calls
+
+    def option(arm, name):
+        return arm[arm.index(name) + 1]
+
+    for arm in (m_arm, u_arm):
+        assert option(arm, "--method") == "mae_lm" and option(arm, "--model_size") == "small"
+        assert option(arm, "--config_overrides") == f"{reproduce.SCRATCH_LAYERS},decoder_num_hidden_layers=2"
+    assert (option(m_arm, "--max_steps"), option(m_arm, "--learning_rate")) == ("1500", "0.001")
+    assert (option(u_arm, "--max_steps"), option(u_arm, "--learning_rate")) == ("400", "0.0005")
+    assert option(m_arm, "--mask_in_encoder_fraction") == "0.5" and option(u_arm, "--masking") == "span"
+    assert option(u_arm, "--output_dir").endswith("u_mae_lm_span")
+
+
 def test_sessions_add_up_with_the_load_weighted_by_time():
     first = wall_time.Measurement(seconds=100, cpu_seconds=90, load_average=1.0, other_processes=0)
     later = wall_time.Measurement(seconds=300, cpu_seconds=290, load_average=3.0, other_processes=2)

@@ -160,8 +160,9 @@ def setup_lines(root: Path, timings: dict, settings, seeds: dict, carried_times:
         "the documentation a paragraph is from (4 balanced classes), tc = which words the source marked as code, "
         "qa = a sentence of the paragraph with one code span blanked, answered by the span, ir = a section heading "
         "retrieving its first paragraph. 1,200 / 300 / 300 examples (train / validation / test), scores on test.",
-        f"- From-scratch arms: 4 layers × 256, blocks of 128 tokens, batch 16, {settings.steps} steps, peak learning "
-        "rate 1e-3 (MAE-LM: 3e-4, see M) with 10% warm-up, WordPiece vocabulary of 8,000 trained on the corpus. "
+        f"- From-scratch arms: 4 layers × 256, blocks of 128 tokens, batch 16, {settings.steps} steps (U's MAE-LM "
+        "arms: the steps in U's table), peak learning rate 1e-3 (MAE-LM: 3e-4, see M) with 10% warm-up, WordPiece "
+        "vocabulary of 8,000 trained on the corpus. "
         f"Continued arms (T1 and its trained-head variant): {settings.continue_steps} steps at 1e-4; "
         f"B2: {settings.cpt_steps} steps, batch 8, 1e-4; B2 at equal budget: {settings.continue_steps} steps at 1e-3; "
         "M from a pretrained start: its steps (read from its runs' logs) and settings in its section.",

@@ -25,8 +25,8 @@ def u_masking(root: Path, figures: Path):
         return None
     entropy = unigram_entropy(roots[0])
     units = {run: unit for unit, run in MASKING_RUNS["biphasic"].items()}
-    evaluated = [folder for folder in roots if (folder / "evaluate" / "u_biphasic" / "results.json").exists()]
-    cells = pooled_cells(evaluated, "u_biphasic", units) if evaluated else {}
+    scores = {method: fine_tuning_scores(roots, method) for method in MASKING_RUNS}
+    cells = scores["biphasic"]
     losses = {
         (method, unit): finished_losses(roots, run)
         for method, runs in MASKING_RUNS.items()
@@ -50,12 +50,13 @@ def u_masking(root: Path, figures: Path):
     )
     rows = []
     for method, runs in MASKING_RUNS.items():
-        mlm = method == "biphasic"  # the arms with token-masked losses and fine-tuning scores
         for unit in runs:
             if losses[method, unit]:
-                unit_token_losses, unit_cells = (token_losses[unit], cells) if mlm else ([], {})
+                unit_token_losses = token_losses[unit] if method == "biphasic" else []  # MLM's arms only
                 rows.append(
-                    masking_row(roots[0], method, unit, losses[method, unit], unit_token_losses, entropy, unit_cells)
+                    masking_row(
+                        roots[0], method, unit, losses[method, unit], unit_token_losses, entropy, scores[method]
+                    )
                 )
     section = [
         "## U — the masking unit: token, whole word, span",
@@ -88,6 +89,14 @@ def u_masking(root: Path, figures: Path):
     return row, section
 
 
+def fine_tuning_scores(roots: list[Path], method: str) -> dict:
+    """(unit, task kind) -> a method's fine-tuning scores pooled over the pre-training seeds; empty where its arms were
+    not fine-tuned (MAE-LM's, on the unigram plateau)."""
+    evaluated = [folder for folder in roots if (folder / "evaluate" / f"u_{method}" / "results.json").exists()]
+    units = {run: unit for unit, run in MASKING_RUNS[method].items()}
+    return pooled_cells(evaluated, f"u_{method}", units) if evaluated else {}
+
+
 def masking_row(root: Path, method: str, unit: str, losses, token_losses, entropy: float, cells: dict) -> list:
     """One arm of the masking sweep: its losses per seed (under its own masking and under token masking), the top
     layer's diagnostics and its scores where fine-tuned."""
@@ -102,5 +111,5 @@ def masking_row(root: Path, method: str, unit: str, losses, token_losses, entrop
             if diagnostics
             else ["", ""]
         ),
-        *(interval(cells[unit, kind]) if cells else "" for kind in U_KINDS),
+        *(interval(cells[unit, kind]) if (unit, kind) in cells else "" for kind in U_KINDS),
     ]
