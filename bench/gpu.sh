@@ -13,7 +13,7 @@
 # (the versions this package was tested with):
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #       --platform manylinux2014_x86_64 -d .whl transformers==5.24.0 huggingface_hub==2.4.0 httpx2==2.16.2 \
-#       tokenizers==0.23.3 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
+#       tokenizers==0.23.3 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 \
 #       httpcore2==2.16.2 truststore==0.10.5 hf-xet==1.8.0 click==8.5.1 regex==2026.11.19
 # This script installs whatever .whl/ holds before it starts, and stops with the fix if transformers is too old.
 set -uo pipefail

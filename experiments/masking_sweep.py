@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = common_parser(__doc__.splitlines()[0])
     parser.add_argument("--mae-lm-learning-rate", type=float, default=3e-4)
     parser.add_argument(
-        "--mae-lm-steps", type=int, help="the MAE-LM arms' steps (default --steps): M's 400 show its plateau for less"
+        "--mae-lm-steps", type=int, help="the MAE-LM arms' steps (default --steps): 400 show M's plateau for less"
     )
     parser.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per arm and task")
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ", ".join(METHODS))

@@ -285,15 +285,15 @@ def recording_callback(record):
     return Callback()
 
 
-def masked_blocks(tokenizer, rows: int, length: int, seed: int, first_document: int = 0):
+def masked_corpus_blocks(tokenizer, rows: int, length: int, seed: int, first_document: int = 0):
     """(input_ids, corrupted, labels): `rows` blocks of the corpus from `first_document` on, [CLS] ... [SEP], 15% of
     the inner tokens replaced by [MASK] (MAE-LM's masking, as the probe draws it)."""
     import torch
-    from mae_lm_probe import masked_blocks as blocks_of
+    from mae_lm_probe import masked_blocks
 
     texts = [json.loads(line)["text"] for line in (ROOT / "corpus.jsonl").open()][first_document:]
     ids = tokenizer("\n\n".join(texts[:400]), add_special_tokens=False)["input_ids"]
-    return blocks_of(tokenizer, ids, rows, length, torch.Generator().manual_seed(seed))
+    return masked_blocks(tokenizer, ids, rows, length, torch.Generator().manual_seed(seed))
 
 
 def kept_masks(corrupted, mask_token_id: int, delta: float | None) -> dict:
@@ -347,7 +347,7 @@ def init_probe(rows: int = 16, length: int = 128, seed: int = 0) -> dict:
     from hf_encoders.models.mae_lm import MaeLmConfig, MaeLmForMaskedLM
 
     tokenizer = AutoTokenizer.from_pretrained(ROOT / "tokenizer")
-    _, corrupted, labels = masked_blocks(tokenizer, rows, length, seed)
+    _, corrupted, labels = masked_corpus_blocks(tokenizer, rows, length, seed)
     shape = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024)
     results = {}
     for name, delta in (("bert", None), ("mae_lm_delta_1", 1.0), ("mae_lm_delta_0", 0.0)):
@@ -407,8 +407,8 @@ def collapse_probe(names: list[str], steps: int = 150, every: int = 15, seed: in
     from hf_encoders.models.mae_lm import MaeLmConfig, MaeLmForMaskedLM
 
     tokenizer = AutoTokenizer.from_pretrained(ROOT / "tokenizer")
-    train_ids, _, _ = masked_blocks(tokenizer, 2048, 128, seed)
-    probe_ids, probe_corrupted, probe_labels = masked_blocks(tokenizer, 16, 128, seed, first_document=-40)
+    train_ids, _, _ = masked_corpus_blocks(tokenizer, 2048, 128, seed)
+    probe_ids, probe_corrupted, probe_labels = masked_corpus_blocks(tokenizer, 16, 128, seed, first_document=-40)
     results = {}
     for name in names:
         delta, adam, clip, learning_rate, warmup, batch, frozen = COLLAPSE_VARIANTS[name]

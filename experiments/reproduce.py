@@ -37,8 +37,8 @@ EXPERIMENTS = ("T1", "T1-trained-head", "M", "M-pretrained", "B1", "B2", "B2-equ
 SCRATCH_LAYERS = "hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024"
 # MAE-LM's share of [MASK] tokens kept in the encoder: 1 = MLM with a decoder, 0 = MAE-LM.
 DELTAS = (1.0, 0.5, 0.0)
-# MAE-LM sweeps: name -> peak learning rate. At 1e-3 (the other arms' rate) every post-LN MAE-LM arm collapsed onto
-# the unigram plateau within 400 steps (REPORT.md, M), so the claims are tested at 3e-4.
+# MAE-LM sweeps: name -> peak learning rate. At 1e-3 (the other arms' rate) every post-LN MAE-LM arm's encoder
+# collapses onto one vector (REPORT.md, M), so the claims are tested at 3e-4.
 MAE_LM_SWEEPS = {"m": 3e-4, "m_lr1e-3": 1e-3}
 # M-pretrained: a fresh decoder on a pretrained encoder. Unheld, the encoder collapses onto one vector within 300
 # steps; held, the decoder alone takes well over 1,000 steps to read it (scan/SCAN.md, sections 8 and 9). The hold is

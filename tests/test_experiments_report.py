@@ -104,7 +104,7 @@ def test_pretrained_mae_lm_verdicts_count_only_arms_below_the_unigram_entropy(tm
     m1_row, m2_row = rows.splitlines()
     if stuck_loss is None:
         assert m1_row.endswith("| reproduced |") and m2_row.endswith("| pending |")
-        assert "rank 70 / 65 / 60, downstream pending" in m2_row
+        assert "rank 70 / 65 / 60, not fine-tuned" in m2_row
         # Fine-tuned: scores fall with δ on every task, so both of M2's points hold.
         fine_tuned(root, "mp", {"delta_0.0": 0.7, "delta_0.5": 0.6, "delta_1.0": 0.5})
         # evaluate's runs: δ = 0 scores 70, 71, 72 on sc's test split over three seeds (mean 71, std 1).
@@ -149,7 +149,7 @@ def test_mae_lm_from_scratch_counts_m1s_and_m2s_points_only_where_every_arm_lear
     (tmp_path / "figures").mkdir()
     if case == "learned":  # not fine-tuned yet: M2 waits for its downstream point rather than scoring the ranks alone
         m2_row, _ = mae_lm.m2(tmp_path, tmp_path / "figures")
-        assert m2_row.endswith("| δ = 0 / 0.5 / 1: rank 70 / 65 / 60, downstream pending | pending |")
+        assert m2_row.endswith("| δ = 0 / 0.5 / 1: rank 70 / 65 / 60, not fine-tuned | pending |")
     # Scores rise with δ on every task: M2's downstream point fails.
     fine_tuned(tmp_path, "m", {"delta_0.0": 0.5, "delta_0.5": 0.6, "delta_1.0": 0.7})
     m1_row, section = mae_lm.m1(tmp_path, tmp_path / "figures")

@@ -112,11 +112,11 @@ def m1_points(models: dict) -> int:
 
 def m2_rule(models: dict, table: dict, sweep: str) -> tuple[str, str]:
     """M2's numbers for the summary row and its verdict: one point for the top layer's rank not rising with δ, one for
-    the downstream mean not rising either; pending until the arms are fine-tuned (`table` empty)."""
+    the downstream mean not rising either; pending while the arms are not fine-tuned (`table` empty)."""
     ranks = [models[label]["effective_rank"][-1] for label in DELTA_LABELS]
     numbers = f"δ = 0 / 0.5 / 1: rank {ranks[0]} / {ranks[1]} / {ranks[2]}"
     if not table:
-        return numbers + ", downstream pending", "pending"
+        return numbers + ", not fine-tuned", "pending"
     downstream = [downstream_mean(table, f"{sweep}_{label}") for label in DELTA_LABELS]
     numbers += f", mean downstream {downstream[0]:.3f} / {downstream[1]:.3f} / {downstream[2]:.3f}"
     points = int(ranks[0] >= ranks[1] >= ranks[2]) + (downstream[0] >= downstream[1] >= downstream[2])
