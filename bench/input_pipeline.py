@@ -1,4 +1,4 @@
-"""Can the input pipeline feed a GPU? Tokens per second per CPU core of each stage, for every family.
+"""Can the input pipeline feed a GPU? Tokens per second per CPU core of each stage, for every method.
 
     OMP_NUM_THREADS=1 python bench/input_pipeline.py      # 32 x 512, the embedded corpus, 1 torch thread
 
@@ -6,11 +6,11 @@
     through the recipe's `build_dataset`, as `pretrain --streaming` does inside the training loop (or `hf-encoders
     tokenize` once); word starts stored (`--masking whole_word`), as whole-word and span masking need.
 (b) collate + mask from the cache: rows fetched from the token cache (`load_from_disk`, as `pretrain --tokenized_dir`
-    reads them, 32 random indices at a time, as Trainer's sampler asks) and collated by the family's collator, for each
+    reads them, 32 random indices at a time, as Trainer's sampler asks) and collated by the method's collator, for each
     masking unit.
 (a) and (b) run in this process on one thread (torch's, and the tokenizers library's: TOKENIZERS_PARALLELISM=false)
 and are timed in CPU time (`time.process_time`), so they are tokens per second of one core even on a busy machine.
-(c) the whole DataLoader (Trainer's: random sampler, the family's collator, `--masking token`) with 0, 1 and 2
+(c) the whole DataLoader (Trainer's: random sampler, the method's collator, `--masking token`) with 0, 1 and 2
     workers: wall-clock tokens/s of batches delivered to the training loop, after the first batch (worker start-up
     excluded); this one depends on how many idle cores the machine has.
 
@@ -34,13 +34,12 @@ from torch.utils.data import DataLoader, RandomSampler
 from hf_encoders.data import embedded_documents, load_documents
 from hf_encoders.data.corpus_report import CorpusReport
 from hf_encoders.data.masking_units import MASKING_UNITS
-from hf_encoders.data.token_cache import write_cache
+from hf_encoders.data.token_cache import run_fingerprint, write_cache
 from hf_encoders.data.tokenizer import train_wordpiece_tokenizer
-from hf_encoders.families import FAMILIES
+from hf_encoders.methods import METHODS
+from hf_encoders.methods.biphasic.conversion import prepare_tokenizer
 from hf_encoders.training.arguments import PretrainArguments
-from hf_encoders.training.conversion import prepare_tokenizer
-from hf_encoders.training.recipes import get_recipe
-from hf_encoders.training.tokenize import run_fingerprint
+from hf_encoders.training.recipe import get_recipe
 
 
 def tokenize_and_pack(recipe, args, tokenizer, corpus: Path) -> tuple[float, int]:
@@ -89,7 +88,7 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=20, help="batches timed per collator and unit")
     parser.add_argument("--loader_batches", type=int, default=30, help="batches timed per DataLoader")
-    parser.add_argument("--families", default=",".join(FAMILIES))
+    parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--workers", default="0,1,2")
     settings = parser.parse_args()
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # before the first batch is tokenized: one core
@@ -100,19 +99,19 @@ def main() -> None:
     tokenizer = prepare_tokenizer(train_wordpiece_tokenizer(texts, vocab_size=8000, model_max_length=settings.length))
     workers = [int(count) for count in settings.workers.split(",")]
     print(f"batch {settings.batch} x {settings.length}, 1 torch thread; tokens/s (thousands)")
-    header = ["family", "(a) tokenize + pack", *(f"(b) cache + {unit}" for unit in MASKING_UNITS)]
+    header = ["method", "(a) tokenize + pack", *(f"(b) cache + {unit}" for unit in MASKING_UNITS)]
     header += [f"(c) loader, {count} workers" for count in workers]
     print("| " + " | ".join(header) + " |\n|" + "---|" * len(header))
     with tempfile.TemporaryDirectory() as folder:
         corpus = Path(folder) / "corpus.jsonl"
         corpus.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts), encoding="utf-8")
-        for family in settings.families.split(","):
-            recipe = get_recipe(family)
-            args = PretrainArguments(method=family, block_size=settings.length, masking="whole_word")
+        for method in settings.methods.split(","):
+            recipe = get_recipe(method)
+            args = PretrainArguments(method=method, block_size=settings.length, masking="whole_word")
             packing, _ = tokenize_and_pack(recipe, args, tokenizer, corpus)
             blocks = recipe.build_dataset(args, tokenizer, Dataset.from_dict({"text": texts}))
             cache = write_cache(
-                Path(folder) / family,
+                Path(folder) / method,
                 blocks,
                 tokenizer,
                 run_fingerprint(recipe, args, tokenizer),
@@ -126,7 +125,7 @@ def main() -> None:
                 loader_rate(collators["token"], cache, settings.batch, settings.loader_batches, count)
                 for count in workers
             ]
-            print(f"| {family} | " + " | ".join(f"{rate / 1000:,.0f}" for rate in cells) + " |", flush=True)
+            print(f"| {method} | " + " | ".join(f"{rate / 1000:,.0f}" for rate in cells) + " |", flush=True)
 
 
 if __name__ == "__main__":

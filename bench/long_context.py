@@ -1,11 +1,11 @@
-"""Length scaling: one training step of every family and of the long-context anchors at 512 ... 8,192 tokens.
+"""Length scaling: one training step of every method and of the long-context anchors at 512 ... 8,192 tokens.
 
     python bench/long_context.py                                  # CPU: 2 layers x 256, 8,192 tokens a step
     python bench/long_context.py --layers 12 --hidden 768 --tokens 65536 --dtype bfloat16   # GPU
 
 The model shape stays the same and the batch shrinks as the length grows (tokens per step fixed), so the columns are
 per token: microseconds of one step (forward, backward, AdamW) and KiB autograd saves for backward (bench/run.py's
-saved-tensor hooks; each storage once, weights excluded). Targets (issue 28), for every family: memory per token at
+saved-tensor hooks; each storage once, weights excluded). Targets (issue 28), for every method: memory per token at
 8,192 within 1.5x of its own at 512, and time per token at 8,192 over its own at 512 no worse than its anchor's
 (BERT for TaCL and MAE-LM, EuroBERT for biphasic). ModernBERT (alternating global and 128-token local attention) is
 the long-context reference. Attention dropout is 0 for every model (as ModernBERT and EuroBERT train): on CPU, sdpa

@@ -1,4 +1,4 @@
-"""What masking costs: each family's collator, per batch and per masking unit, against the training step it feeds.
+"""What masking costs: each method's collator, per batch and per masking unit, against the training step it feeds.
 
     python bench/masking.py                  # 32 blocks of 512 tokens, --model_size small models
     python bench/masking.py --steps 0        # the collators only
@@ -25,11 +25,11 @@ from transformers import BertConfig, BertForPreTraining
 from hf_encoders.data import embedded_documents
 from hf_encoders.data.masking_units import MASKING_UNITS
 from hf_encoders.data.tokenizer import train_wordpiece_tokenizer
-from hf_encoders.families import FAMILIES
+from hf_encoders.methods import METHODS
+from hf_encoders.methods.biphasic.conversion import prepare_tokenizer
+from hf_encoders.methods.mae_lm.recipe import SIZES
 from hf_encoders.training.arguments import PretrainArguments
-from hf_encoders.training.conversion import prepare_tokenizer
-from hf_encoders.training.recipes import get_recipe
-from hf_encoders.training.recipes.mae_lm import SIZES
+from hf_encoders.training.recipe import get_recipe
 
 
 def collate_seconds(collate, rows: list[dict], batch: int, repeats: int) -> float:
@@ -68,8 +68,8 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=512)
     parser.add_argument("--model_size", default="small")
     parser.add_argument("--repeats", type=int, default=10, help="batches timed per collator and unit")
-    parser.add_argument("--steps", type=int, default=2, help="training steps timed per family (0: none)")
-    parser.add_argument("--families", default=",".join(FAMILIES))
+    parser.add_argument("--steps", type=int, default=2, help="training steps timed per method (0: none)")
+    parser.add_argument("--methods", default=",".join(METHODS))
     settings = parser.parse_args()
     settings.device, settings.dtype = "cpu", "float32"
     texts = embedded_documents()
@@ -80,11 +80,11 @@ def main() -> None:
         f"batch {settings.batch} x {settings.length}, --model_size {settings.model_size}, torch threads "
         f"{torch.get_num_threads()}; collators: median of {settings.repeats} batches, steps: median of {settings.steps}"
     )
-    print("| family | " + " | ".join(f"{unit} ms/batch" for unit in MASKING_UNITS) + " | step s | worst share |")
+    print("| method | " + " | ".join(f"{unit} ms/batch" for unit in MASKING_UNITS) + " | step s | worst share |")
     print("|---|" + "---|" * (len(MASKING_UNITS) + 2))
-    for family in settings.families.split(","):
-        recipe = get_recipe(family)
-        args = PretrainArguments(method=family, model_size=settings.model_size, block_size=settings.length)
+    for method in settings.methods.split(","):
+        recipe = get_recipe(method)
+        args = PretrainArguments(method=method, model_size=settings.model_size, block_size=settings.length)
         rows = recipe.build_dataset(replace(args, masking="whole_word"), tokenizer, documents).to_list()
         collators = {unit: recipe.build_collator(replace(args, masking=unit), tokenizer) for unit in MASKING_UNITS}
         seconds = [collate_seconds(collators[unit], rows, settings.batch, settings.repeats) for unit in MASKING_UNITS]
@@ -96,7 +96,7 @@ def main() -> None:
             timed()  # warm-up: allocator, AdamW state
             step = statistics.median(timed() for _ in range(settings.steps))
         cells = " | ".join(f"{1000 * value:.1f}" for value in seconds)
-        print(f"| {family} | {cells} | {step:.2f} | {max(seconds) / step:.1%} |", flush=True)
+        print(f"| {method} | {cells} | {step:.2f} | {max(seconds) / step:.1%} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ from hf_encoders import (
     TaclConfig,
     TaclForPreTraining,
 )
-from hf_encoders.families import FAMILIES, get_family
+from hf_encoders.methods import METHODS, get_method
 
 MASK_ID, PAD_ID, FIRST_REAL_ID = 4, 0, 5
 LOSS_MEMORY_HIDDEN = 256
@@ -57,7 +57,7 @@ LOSS_MEMORY_HIDDEN = 256
 
 @dataclass
 class Comparison:
-    family: str  # its name in hf_encoders.families
+    method: str  # its name in hf_encoders.methods
     name: str
     target: float
     ours: Callable[[], torch.nn.Module]
@@ -460,12 +460,12 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="torch.compile every model (warm-up steps compile)")
     parser.add_argument(
         "--methods",
-        default=",".join(name for name in FAMILIES if name != "mlm"),
-        help=f"comma-separated methods to compare with their anchors ({', '.join(FAMILIES)}; mlm is the anchor itself)",
+        default=",".join(name for name in METHODS if name != "mlm"),
+        help=f"comma-separated methods to compare with their anchors ({', '.join(METHODS)}; mlm is the anchor itself)",
     )
     settings = parser.parse_args()
-    methods = {get_family(name.strip()).name for name in settings.methods.split(",")}
-    for name in sorted(methods - {comparison.family for comparison in comparisons(settings)}):
+    methods = {get_method(name.strip()).name for name in settings.methods.split(",")}
+    for name in sorted(methods - {comparison.method for comparison in comparisons(settings)}):
         print(f"{name}: no comparison against a Transformers anchor yet (add one to comparisons() in bench/run.py)")
 
     peak = gemm_peak_flops(settings)
@@ -476,7 +476,7 @@ def main() -> None:
     )
 
     def chosen(rows: list[Comparison]) -> list[Comparison]:
-        return [row for row in rows if row.family in methods and (not settings.only or settings.only in row.name)]
+        return [row for row in rows if row.method in methods and (not settings.only or settings.only in row.name)]
 
     speed_rows, loss_rows = chosen(comparisons(settings)), chosen(loss_memory_comparisons(settings))
     if speed_rows:

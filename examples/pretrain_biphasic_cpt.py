@@ -16,7 +16,7 @@ from transformers import Trainer, TrainingArguments
 
 from hf_encoders import BiphasicEncoderForMaskedLM, DataCollatorForBiphasic
 from hf_encoders.data import embedded_documents, pack_llama_style, tokenize_documents
-from hf_encoders.training.conversion import fit_model_to_tokenizer, load_causal_lm_tokenizer
+from hf_encoders.methods.biphasic.conversion import fit_model_to_tokenizer, load_causal_lm_tokenizer
 
 parser = argparse.ArgumentParser()
 parser.add_argument(

@@ -14,8 +14,8 @@ from transformers import TrainingArguments
 
 from hf_encoders import BiphasicConfig, BiphasicEncoderForPreTraining, DataCollatorForBiphasic, PhaseScheduleCallback
 from hf_encoders.data import embedded_documents, pack_llama_style, tokenize_documents, train_wordpiece_tokenizer
-from hf_encoders.training.conversion import prepare_tokenizer
-from hf_encoders.training.recipes.biphasic import SIZES
+from hf_encoders.methods.biphasic.conversion import prepare_tokenizer
+from hf_encoders.methods.biphasic.recipe import SIZES
 from hf_encoders.training.trainer import PretrainingTrainer
 
 parser = argparse.ArgumentParser()

@@ -15,7 +15,7 @@ from transformers import AutoTokenizer, TrainingArguments
 
 from hf_encoders import DataCollatorForTacl, TaclForPreTraining
 from hf_encoders.data import documents_to_sentences, embedded_documents
-from hf_encoders.data.sentence_pairs import build_sentence_pairs
+from hf_encoders.methods.tacl.sentence_pairs import build_sentence_pairs
 from hf_encoders.training.trainer import PretrainingTrainer
 
 

@@ -121,7 +121,7 @@ class Runner:
         print(f"\n$ hf-encoders {' '.join(arguments)}", flush=True)
         environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         with self.measured(done.parent, done):
-            subprocess.run([sys.executable, "-m", "hf_encoders.cli", *arguments], check=True, env=environment)
+            subprocess.run([sys.executable, "-m", "hf_encoders", *arguments], check=True, env=environment)
         if not done.exists():  # a preempted pretrain exits 0 with a checkpoint and no final model
             raise SystemExit(f"{done.parent} stopped before it finished; run the same command again to resume it.")
         return done.parent

@@ -1,61 +1,81 @@
 """hf-encoders: TaCL, MAE-LM and biphasic CLM->MLM pre-training as first-class Transformers models.
 
-Importing this package registers every model type with the Auto classes, so checkpoints we write load
-without `trust_remote_code` here and with it anywhere else. The import itself is light: the public names below
-are imported on first use, and each family registers when an Auto class first looks it up (registration.py), so
-`hf-encoders --help` and `import hf_encoders` load neither torch nor datasets nor matplotlib.
+Importing this package registers every model type with the Auto classes (transformers' public `register` API,
+registration.py), so checkpoints we write load without `trust_remote_code` here and with it anywhere else. The
+model classes are imported by that registration; the collators, callbacks and LoRA helper on first use, so that the
+import does not pay for Trainer, datasets or accelerate. The `hf-encoders` script lives outside the package
+(hf_encoders_cli.py), so that its `--help` imports none of this.
 """
 
+import warnings
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from .families import FAMILIES, Family
-from .registration import register_families
+from .methods import METHODS, Method
+from .models.biphasic import (
+    BiphasicConfig,
+    BiphasicEncoder,
+    BiphasicEncoderForMaskedLM,
+    BiphasicEncoderForPreTraining,
+    BiphasicEncoderForQuestionAnswering,
+    BiphasicEncoderForSequenceClassification,
+    BiphasicEncoderForTokenClassification,
+)
+from .models.mae_lm import (
+    MaeLmConfig,
+    MaeLmForMaskedLM,
+    MaeLmForQuestionAnswering,
+    MaeLmForSequenceClassification,
+    MaeLmForTokenClassification,
+    MaeLmModel,
+)
+from .models.tacl import TaclConfig, TaclForPreTraining
+from .registration import register_methods
 
 if TYPE_CHECKING:  # what type checkers and IDEs read; at run time, __getattr__ imports these on first use
-    from .data.biphasic_collator import DataCollatorForBiphasic
-    from .data.mae_lm_collator import DataCollatorForMaeLm
-    from .data.tacl_collator import DataCollatorForTaCL, DataCollatorForTacl
     from .lora import LORA_TARGET_MODULES, lora_config
-    from .models.biphasic import (
-        BiphasicConfig,
-        BiphasicEncoder,
-        BiphasicEncoderForMaskedLM,
-        BiphasicEncoderForPreTraining,
-        BiphasicEncoderForQuestionAnswering,
-        BiphasicEncoderForSequenceClassification,
-        BiphasicEncoderForTokenClassification,
-    )
-    from .models.mae_lm import (
-        MaeLmConfig,
-        MaeLmForMaskedLM,
-        MaeLmForQuestionAnswering,
-        MaeLmForSequenceClassification,
-        MaeLmForTokenClassification,
-        MaeLmModel,
-    )
-    from .models.tacl import TaclConfig, TaclForPreTraining
+    from .methods.biphasic.collator import DataCollatorForBiphasic
+    from .methods.biphasic.phases import PhaseScheduleCallback
+    from .methods.mae_lm.collator import DataCollatorForMaeLm
+    from .methods.mae_lm.encoder_hold import EncoderHoldCallback
+    from .methods.tacl.collator import DataCollatorForTacl
     from .training.callbacks import (
         CheckpointBranchCallback,
         CompleteUploadCallback,
         DiagnosticsCallback,
-        EncoderHoldCallback,
-        LossTermsCallback,
         NonFiniteLossCallback,
-        PerplexityCallback,
-        PhaseScheduleCallback,
         PreemptionCallback,
-        TaclLossLoggingCallback,
-        ThroughputCallback,
     )
 
 # {module: the public names it holds}, imported by __getattr__ on first use.
 _LAZY_NAMES = {
-    ".data.biphasic_collator": ("DataCollatorForBiphasic",),
-    ".data.mae_lm_collator": ("DataCollatorForMaeLm",),
-    ".data.tacl_collator": ("DataCollatorForTaCL", "DataCollatorForTacl"),
     ".lora": ("LORA_TARGET_MODULES", "lora_config"),
-    ".models.biphasic": (
+    ".methods.biphasic.collator": ("DataCollatorForBiphasic",),
+    ".methods.biphasic.phases": ("PhaseScheduleCallback",),
+    ".methods.mae_lm.collator": ("DataCollatorForMaeLm",),
+    ".methods.mae_lm.encoder_hold": ("EncoderHoldCallback",),
+    ".methods.tacl.collator": ("DataCollatorForTacl",),
+    ".training.callbacks": (
+        "CheckpointBranchCallback",
+        "CompleteUploadCallback",
+        "DiagnosticsCallback",
+        "NonFiniteLossCallback",
+        "PreemptionCallback",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _LAZY_NAMES.items() for name in names}
+# The 0.2 spellings, which go in 0.4: {old name: (module, new name)}.
+_DEPRECATED = {
+    "FAMILIES": (".methods", "METHODS"),
+    "Family": (".methods", "Method"),
+    "register_families": (".registration", "register_methods"),
+    "DataCollatorForTaCL": (".methods.tacl.collator", "DataCollatorForTacl"),
+}
+
+__all__ = sorted(
+    [
+        "METHODS",
+        "Method",
         "BiphasicConfig",
         "BiphasicEncoder",
         "BiphasicEncoderForMaskedLM",
@@ -63,37 +83,29 @@ _LAZY_NAMES = {
         "BiphasicEncoderForQuestionAnswering",
         "BiphasicEncoderForSequenceClassification",
         "BiphasicEncoderForTokenClassification",
-    ),
-    ".models.mae_lm": (
         "MaeLmConfig",
         "MaeLmForMaskedLM",
         "MaeLmForQuestionAnswering",
         "MaeLmForSequenceClassification",
         "MaeLmForTokenClassification",
         "MaeLmModel",
-    ),
-    ".models.tacl": ("TaclConfig", "TaclForPreTraining"),
-    ".training.callbacks": (
-        "CheckpointBranchCallback",
-        "CompleteUploadCallback",
-        "DiagnosticsCallback",
-        "EncoderHoldCallback",
-        "LossTermsCallback",
-        "NonFiniteLossCallback",
-        "PerplexityCallback",
-        "PhaseScheduleCallback",
-        "PreemptionCallback",
-        "TaclLossLoggingCallback",
-        "ThroughputCallback",
-    ),
-}
-_MODULE_OF = {name: module for module, names in _LAZY_NAMES.items() for name in names}
-
-__all__ = sorted(["FAMILIES", "Family", "register_families", *_MODULE_OF])
-__version__ = "0.2.0"
+        "TaclConfig",
+        "TaclForPreTraining",
+        *_MODULE_OF,
+    ]
+)
+__version__ = "0.3.0"
 
 
 def __getattr__(name: str):
+    if name in _DEPRECATED:
+        module, new_name = _DEPRECATED[name]
+        warnings.warn(
+            f"hf_encoders.{name} is deprecated and goes in 0.4: use hf_encoders.{new_name}.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return getattr(import_module(module, __name__), new_name)
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -106,4 +118,4 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_MODULE_OF})
 
 
-register_families()
+register_methods()

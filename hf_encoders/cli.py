@@ -1,66 +1,13 @@
-"""`hf-encoders`: one console script, a subcommand per job. Each subcommand owns its parser (pretrain's is
-an HfArgumentParser taking every TrainingArguments option), so `hf-encoders SUBCOMMAND --help` is complete;
-modules are imported only when their subcommand runs, to keep `--help` fast.
+"""hf_encoders.cli is deprecated and goes in 0.4: the `hf-encoders` script is the module hf_encoders_cli, and
+`python -m hf_encoders` (or `torchrun -m hf_encoders`) runs it."""
 
-`main` raises, for Python callers; `console`, the installed script, turns an error into one line and exit code 2.
-"""
+import warnings
 
-import argparse
-import os
-import sys
-from importlib import import_module
+from hf_encoders_cli import SUBCOMMANDS, console, main
 
-from .errors import NonFiniteLossError
-from .families import FAMILIES
+__all__ = ["SUBCOMMANDS", "console", "main"]
 
-SUBCOMMANDS = {
-    "pretrain": (
-        "hf_encoders.training.pretrain",
-        f"pre-train with {', '.join(FAMILIES)} (mlm: the BERT baseline) on Trainer",
-    ),
-    "tokenize": (
-        "hf_encoders.training.tokenize",
-        "tokenize and pack a corpus once into a cache that pretrain --tokenized_dir trains from",
-    ),
-    "analyze": ("hf_encoders.analysis.command", "self-similarity, effective rank and isotropy per layer, with plots"),
-    "evaluate": (
-        "hf_encoders.evaluation.command",
-        "fine-tune checkpoints with paper 004's protocol (SC/TC/QA/IR x rates x seeds) and report",
-    ),
-    "export": ("hf_encoders.export", "write a checkpoint that loads with no remote code (TaCL student, EuroBERT)"),
-    "convert": ("hf_encoders.convert", "turn a Llama-family causal LM into a biphasic encoder checkpoint"),
-    "demo": ("hf_encoders.demo", "pre-train, analyse and fine-tune every method on the embedded corpus"),
-}
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="hf-encoders", description="TaCL, MAE-LM and biphasic encoder pre-training as Transformers models."
-    )
-    # Read by `console` wherever it stands on the command line; declared here for --help.
-    parser.add_argument("--debug", action="store_true", help="show an error's traceback (or set HF_ENCODERS_DEBUG=1)")
-    subparsers = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
-    for name, (_, summary) in SUBCOMMANDS.items():
-        subparsers.add_parser(name, help=summary, add_help=False)
-    args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
-    module_name, _ = SUBCOMMANDS[args.subcommand]
-    return import_module(module_name).main(rest)
-
-
-def console() -> None:
-    """The `hf-encoders` script. Bad input (a corpus, an option, a checkpoint: the package raises `ValueError`s whose
-    message names the fix), a file the run cannot read or write, or a NaN loss ends it with that message on one
-    line and exit code 2, not a traceback; `--debug` or `HF_ENCODERS_DEBUG=1` shows the traceback."""
-    argv = [argument for argument in sys.argv[1:] if argument != "--debug"]
-    debug = len(argv) < len(sys.argv) - 1 or os.environ.get("HF_ENCODERS_DEBUG", "0") not in ("", "0")
-    try:
-        sys.exit(main(argv))
-    except (ValueError, OSError, NonFiniteLossError) as error:
-        if debug:
-            raise
-        print(f"hf-encoders: error: {' '.join(str(error).split())}", file=sys.stderr)
-        sys.exit(2)
-
+warnings.warn(__doc__, FutureWarning, stacklevel=2)
 
 if __name__ == "__main__":
     console()

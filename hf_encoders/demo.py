@@ -19,8 +19,8 @@ from .analysis import LayerwiseReport, token_counts, unigram_entropy
 from .analysis.command import analyze, corpus_sentences
 from .data.corpus import load_documents
 from .data.tokenizer import train_wordpiece_tokenizer
-from .families import FAMILIES, get_family
 from .flag_spellings import accept_dashed_spellings
+from .methods import METHODS, get_method
 from .metrics import classification_metrics
 from .training.arguments import PretrainArguments
 from .training.loss_curves import plot_loss_curves
@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--vocab_size", type=int, default=4000)
     parser.add_argument("--finetune_examples", type=int, default=4000)
     parser.add_argument("--finetune_epochs", type=float, default=5)
-    parser.add_argument("--methods", default=",".join(FAMILIES), help="comma-separated subset of the methods")
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of the methods")
     parser.add_argument("--seed", type=int, default=0)
     return parser
 
@@ -61,19 +61,19 @@ def demo_training_arguments(output_dir: Path, settings, **overrides) -> Training
 def pretrain_all(settings, tokenizer_dir: Path, names: list[str]) -> dict[str, dict]:
     """Every chosen method, in the table's order; one that continues another's encoder (TaCL) starts from that run."""
     runs = {}
-    for name, family in FAMILIES.items():
+    for name, method in METHODS.items():
         if name not in names:
             continue
-        if family.demo_continues and family.demo_continues not in runs:
-            raise ValueError(f"demo run {name!r} continues from {family.demo_continues!r}; include it in --methods.")
+        if method.demo_continues and method.demo_continues not in runs:
+            raise ValueError(f"demo run {name!r} continues from {method.demo_continues!r}; include it in --methods.")
         output_dir = settings.output_dir / "pretrain" / name
-        print(f"\n=== pre-training {family.title} ({settings.steps} steps) ===", flush=True)
+        print(f"\n=== pre-training {method.title} ({settings.steps} steps) ===", flush=True)
         args = PretrainArguments(
             method=name,
             tokenizer_name=str(tokenizer_dir),
             block_size=settings.block_size,
-            model_size=None if family.demo_continues else "tiny",  # a continued encoder keeps its own size
-            model_name_or_path=runs[family.demo_continues]["path"] if family.demo_continues else None,
+            model_size=None if method.demo_continues else "tiny",  # a continued encoder keeps its own size
+            model_name_or_path=runs[method.demo_continues]["path"] if method.demo_continues else None,
         )
         result = pretrain(args, demo_training_arguments(output_dir, settings, max_steps=settings.steps))
         runs[name] = {"path": str(result.encoder_dir), "log_history": result.trainer.state.log_history}
@@ -152,7 +152,7 @@ def write_report(settings, runs: dict, analysis: list[LayerwiseReport], accuraci
             f"| {label} | {loss_cell(masked_lm_loss(run['log_history']), plateau)} | {accuracies[label]:.3f} | "
             f"{layers.self_similarity[-1]:.3f} | "
             f"{layers.effective_rank[-1]} / {layers.effective_rank_with_mask[-1]} (of {layers.hidden_size}) | "
-            f"{get_family(label).demo_confounds} |"
+            f"{get_method(label).demo_confounds} |"
         )
     tokens = settings.steps * settings.batch_size * settings.block_size
     text = "\n".join(
@@ -172,7 +172,7 @@ def write_report(settings, runs: dict, analysis: list[LayerwiseReport], accuraci
             "context, so its other columns say little about its method. BERT's 80/10/10 masking leaves a tenth of "
             "the targets in place, so mlm can go about half a nat below H by copying them. At this budget the "
             "post-LN networks (mlm, mae_lm, and tacl, which continues mlm) leave the plateau slowly, and MAE-LM's "
-            "encoder collapses onto one vector (experiments/scan/SCAN.md); the pre-LN, rotary biphasic network "
+            "encoder collapses onto one vector (experiments/REPORT.md); the pre-LN, rotary biphasic network "
             "leaves it within a few hundred steps.",
             "",
             "Self-similarity is TaCL's Eq. 3 (lower = more discriminative tokens); effective rank is MAE-LM's rank at "
@@ -199,7 +199,7 @@ def write_report(settings, runs: dict, analysis: list[LayerwiseReport], accuraci
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     settings = parser.parse_args(accept_dashed_spellings(argv, parser))
-    names = [get_family(name.strip()).name for name in settings.methods.split(",")]
+    names = [get_method(name.strip()).name for name in settings.methods.split(",")]
     settings.output_dir.mkdir(parents=True, exist_ok=True)
 
     documents = load_documents()

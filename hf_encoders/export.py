@@ -4,92 +4,34 @@
   `bert` / `roberta` / `modernbert` checkpoint;
 - a biphasic checkpoint exports to transformers' native `eurobert` classes, where that is exact.
 
-Which families export, and how, is their `exporter` in `hf_encoders.families`.
+Which methods export, and how, is their `exporter` in the method table (`hf_encoders.methods`): a function of the
+method's own `export.py`.
 """
 
 import argparse
 import json
+import warnings
+from importlib import import_module
 from pathlib import Path
 
-import torch
-import transformers
-from transformers import AutoTokenizer, EuroBertConfig, PreTrainedModel, PreTrainedTokenizerBase
+from .methods import METHODS, load, method_of_model_type
 
-from .data.tokenizer import load_tokenizer
-from .families import FAMILIES, family_of_model_type, load
-from .models import biphasic as biphasic_models
-from .models.tacl import TaclForPreTraining
-from .training.conversion import LLAMA_FIELDS
-
-# The transformers class each biphasic class is exactly equal to (the pre-training model exports its masked LM).
-EUROBERT_CLASSES = {
-    "BiphasicEncoder": "EuroBertModel",
-    "BiphasicEncoderForPreTraining": "EuroBertForMaskedLM",
-    "BiphasicEncoderForMaskedLM": "EuroBertForMaskedLM",
-    "BiphasicEncoderForSequenceClassification": "EuroBertForSequenceClassification",
-    "BiphasicEncoderForTokenClassification": "EuroBertForTokenClassification",
+# The methods' exporters this module held up to 0.2, by where they are now.
+_MOVED = {
+    "EUROBERT_CLASSES": "hf_encoders.methods.biphasic.export",
+    "export_biphasic": "hf_encoders.methods.biphasic.export",
+    "to_eurobert": "hf_encoders.methods.biphasic.export",
+    "export_student": "hf_encoders.methods.tacl.export",
 }
 
 
-def to_eurobert(model: PreTrainedModel) -> PreTrainedModel:
-    """A biphasic model as transformers' native EuroBERT class (no remote code needed to load it), with equal
-    outputs. EuroBERT is always bidirectional, as every biphasic model is at fine-tuning.
-
-    Exact for the encoder, the (pre-training or masked) LM, token classification, and sequence classification
-    with "mean" or "cls" pooling. Note that EuroBERT gives its embedding a `padding_idx`: where pad = EOS,
-    further training of the export leaves the EOS row frozen.
-    """
-    eurobert_class = EUROBERT_CLASSES.get(type(model).__name__)
-    if eurobert_class is None:
-        raise ValueError(
-            f"transformers has no EuroBERT class equivalent to {type(model).__name__}; keep the remote-code checkpoint."
-        )
-    config = model.config
-    pooling = {"mean": "mean", "cls": "bos"}.get(config.classifier_pooling)
-    if pooling is None and eurobert_class == "EuroBertForSequenceClassification":
-        raise ValueError("EuroBERT has no 'last' pooling; only 'mean' and 'cls' classifiers export exactly.")
-    fields = {name: getattr(config, name) for name in (*LLAMA_FIELDS, "rope_parameters", "attention_bias", "mlp_bias")}
-    task = {name: getattr(config, name) for name in ("id2label", "label2id", "problem_type")}
-    mask = {} if config.mask_token_id is None else {"mask_token_id": config.mask_token_id}
-    eurobert_config = EuroBertConfig(**fields, **task, **mask, classifier_pooling=pooling or "mean")
-    exported = getattr(transformers, eurobert_class)(eurobert_config).to(model.dtype).eval()
-    state = model.state_dict()
-    if config.mlp_bias and hasattr(exported, "lm_head"):
-        # EuroBERT's LM head takes a bias when the MLP does; ours never has one, so zero is exact.
-        state["lm_head.bias"] = torch.zeros_like(exported.lm_head.bias)
-    exported.load_state_dict(state, strict=True)
-    return exported
-
-
-def export_biphasic(checkpoint: str, output_dir: Path) -> None:
-    # The saved class (encoder, masked LM, a task head) decides which EuroBERT class it becomes.
-    saved_class = getattr(biphasic_models, read_config(checkpoint)["architectures"][0])
-    to_eurobert(saved_class.from_pretrained(checkpoint)).save_pretrained(output_dir)
-    AutoTokenizer.from_pretrained(checkpoint).save_pretrained(output_dir)
-
-
-def export_student(
-    checkpoint: str | Path, output_dir: str | Path, tokenizer: PreTrainedTokenizerBase | str | Path | None = None
-) -> Path:
-    """Write the student of a TaCL checkpoint (a Trainer output or checkpoint-N folder) as a plain checkpoint of
-    its own model type, with the tokenizer, so run_glue / run_qa fine-tune it without trust_remote_code.
-
-    The tokenizer is `tokenizer` (object or path), else the one saved in `checkpoint` (as `hf-encoders pretrain` and
-    a Trainer given `processing_class=tokenizer` save it).
-    """
-    if tokenizer is None:
-        if not (Path(checkpoint) / "tokenizer_config.json").exists():
-            raise ValueError(
-                f"{checkpoint} holds no tokenizer; pass export_student(..., tokenizer=...) the tokenizer of the encoder "
-                "TaCL started from (its model card names it), or save it into the checkpoint with "
-                "tokenizer.save_pretrained."
-            )
-        tokenizer = checkpoint
-    if not isinstance(tokenizer, PreTrainedTokenizerBase):
-        tokenizer = load_tokenizer(tokenizer, fix="Pass the tokenizer of the encoder TaCL started from.")
-    model = TaclForPreTraining.from_pretrained(checkpoint)
-    model.save_student(output_dir, tokenizer=tokenizer)
-    return Path(output_dir)
+def __getattr__(name: str):
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{__name__}.{name} is deprecated and goes in 0.4: import it from {_MOVED[name]}.", FutureWarning, stacklevel=2
+    )
+    return getattr(import_module(_MOVED[name]), name)
 
 
 def read_config(checkpoint: str) -> dict:
@@ -103,13 +45,13 @@ def read_config(checkpoint: str) -> dict:
 
 def export(checkpoint: str, output_dir: str | Path) -> Path:
     model_type = read_config(checkpoint).get("model_type")
-    family = family_of_model_type(model_type)
-    if family is None or family.exporter is None:
-        exporting = ", ".join(name for name, family in FAMILIES.items() if family.exporter)
-        why = f" {family.export_note[0].upper()}{family.export_note[1:]}." if family is not None else ""
+    method = method_of_model_type(model_type)
+    if method is None or method.exporter is None:
+        exporting = ", ".join(name for name, method in METHODS.items() if method.exporter)
+        why = f" {method.export_note[0].upper()}{method.export_note[1:]}." if method is not None else ""
         raise ValueError(f"{checkpoint} is a {model_type!r} checkpoint; export handles {exporting}.{why}")
     output_dir = Path(output_dir)
-    load(family.exporter)(checkpoint, output_dir)
+    load(method.exporter)(checkpoint, output_dir)
     return output_dir
 
 

@@ -1,7 +1,6 @@
 """One spelling for every flag: hf-encoders' commands spell their options with underscores (`--output_dir`), as
 `hf-encoders pretrain` (HfArgumentParser) and transformers' example scripts do. The dashed spellings `analyze`,
-`demo` and `convert` used before (`--output-dir`, `--from-causal-lm`) still work, with a deprecation warning, and
-`evaluate` takes them alike."""
+`demo` and `convert` used before (`--output-dir`, `--from-causal-lm`) still work, with a deprecation warning."""
 
 import sys
 import warnings

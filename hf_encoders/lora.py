@@ -1,4 +1,4 @@
-"""LoRA (peft) for every family's task models: the attention projections to adapt, and the task head to train.
+"""LoRA (peft) for every method's task models: the attention projections to adapt, and the task head to train.
 
 `lora_config(model)` returns a `peft.LoraConfig` for `peft.get_peft_model(model, config)`. The adapted modules
 follow the LoRA paper and peft's own defaults: the query and value projections of every encoder layer. Where peft
@@ -16,21 +16,19 @@ from typing import TYPE_CHECKING
 
 from torch import nn
 
-from .families import FAMILIES
+from .methods import METHODS
 
 if TYPE_CHECKING:
     from peft import LoraConfig
 
-# Module names (suffixes, peft's convention) that LoRA adapts by default, per `config.model_type`: our families'
-# (from hf_encoders.families), then the types a family exports to or trains that peft has no default for.
+# Module names (suffixes, peft's convention) that LoRA adapts by default, per `config.model_type`: our methods'
+# (from the method table), then the types a method exports to or trains that peft has no default for.
 LORA_TARGET_MODULES: dict[str, list[str]] = {
     **{
-        family.model_type: list(family.lora_target_modules)
-        for family in FAMILIES.values()
-        if family.lora_target_modules
+        method.model_type: list(method.lora_target_modules) for method in METHODS.values() if method.lora_target_modules
     },
     "modernbert": ["Wqkv"],  # a TaCL student: the fused query/key/value projection
-    "eurobert": list(FAMILIES["biphasic"].lora_target_modules),  # what a biphasic model exports to
+    "eurobert": list(METHODS["biphasic"].lora_target_modules),  # what a biphasic model exports to
 }
 
 
@@ -91,7 +89,7 @@ def head_modules(model: nn.Module) -> list[str]:
 
 
 def lora_config(model: nn.Module, r: int = 8, alpha: int = 16, dropout: float = 0.0, **kwargs) -> "LoraConfig":
-    """A `peft.LoraConfig` for a sequence-classification model of any family (mae_lm, biphasic, a TaCL student).
+    """A `peft.LoraConfig` for a sequence-classification model of any method (mae_lm, biphasic, a TaCL student).
 
     Target modules come from `model.config.model_type` (see `LORA_TARGET_MODULES`), the fully trained
     `modules_to_save` are the model's task head. Any `LoraConfig` field can be overridden through `kwargs`

@@ -15,7 +15,7 @@ part of the stream, the blocks it trained on and those it trained on again after
 writes the weights when the hold ends and at the end to `DIR/held/rank<R>.pt`. At the end every rank runs the CLI entry point
 `hf-encoders pretrain --method tacl` and writes which post-training writers it called to `DIR/cli/rank<R>.json`.
 
-Then, for FSDP2, every rank shards a tiny model of each family as accelerate does with its `examples/fsdp*.json`
+Then, for FSDP2, every rank shards a tiny model of each method as accelerate does with its `examples/fsdp*.json`
 (`shard_as_accelerate_does`, the layer classes from accelerate's own wrap policy), trains it on its half of a fixed
 batch, and writes the gathered weights to `DIR/fsdp-<method>/rank<R>.pt`; rank 0 also saves the sharded model the
 way Trainer's `save_model` does (`save_pretrained` with the gathered state dict) to `DIR/fsdp-<method>/checkpoint`. Trainer itself cannot be used for this on CPU: accelerate 1.15 enables FSDP only
@@ -37,23 +37,23 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 from transformers import TrainerCallback, TrainingArguments
 
-from hf_encoders import FAMILIES
+from hf_encoders import METHODS
 from hf_encoders.data.corpus import load_documents
+from hf_encoders.methods.tacl.recipe import TaclRecipe
 from hf_encoders.training import pretrain as pretrain_module
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.pretrain import build_trainer
-from hf_encoders.training.recipes.tacl import TaclRecipe
 from hf_encoders.training.streaming import stream_for_this_rank
-from tests.family_specs import accelerate_wrap_classes, fsdp_variants, tiny_run_options
+from tests.method_specs import accelerate_wrap_classes, fsdp_variants, tiny_run_options
 from tests.tiny_models import MASK_TOKEN_ID, VOCAB_SIZE
 
-METHODS = tuple(FAMILIES)
+METHODS = tuple(METHODS)
 MAX_STEPS = 4
 STREAMED_DOCUMENTS = 9  # split over 2 ranks: 5 and 4
 
 
 def method_arguments(method: str, init: str, **overrides) -> PretrainArguments:
-    """A tiny run of `method` (tests/family_specs.py's `tiny_run_options`), without dropout: the single-process
+    """A tiny run of `method` (tests/method_specs.py's `tiny_run_options`), without dropout: the single-process
     reference draws its dropout masks in a different order than two ranks started from one seed, so with dropout
     the runs could only agree statistically."""
     settings = dict(max_documents=40, block_size=32, **tiny_run_options(method, init, dropout=False))
@@ -204,18 +204,18 @@ def tokenizer_on_the_spot(init: str, output_dir: Path, rank: int) -> None:
 def token_cache_once(init: str, output_dir: Path, rank: int) -> None:
     """`--tokenized_dir` naming a folder with no cache yet, on every rank: records whether this rank built the cache
     and the blocks it trains on."""
-    from hf_encoders.training import tokenize as tokenize_module
+    from hf_encoders.data import token_cache
 
     built = []
-    build_cache = tokenize_module.build_cache
-    tokenize_module.build_cache = lambda *args, **kwargs: built.append(build_cache(*args, **kwargs))
+    build_cache = token_cache.build_cache
+    token_cache.build_cache = lambda *args, **kwargs: built.append(build_cache(*args, **kwargs))
     try:
         trainer = build_trainer(
             method_arguments("mae_lm", init, tokenized_dir=str(output_dir / "token_cache" / "cache")),
             training_arguments(output_dir / "token_cache", ddp_backend="gloo"),
         )
     finally:
-        tokenize_module.build_cache = build_cache
+        token_cache.build_cache = build_cache
     blocks = trainer.train_dataset.to_dict()["input_ids"]
     record = {
         "built": len(built),
@@ -316,7 +316,7 @@ def cli_pretrain(init: str, output_dir: Path, rank: int) -> None:
 
 # ---- FSDP2 ----
 
-# method -> the example FSDP file it trains with and its tiny model (tests/family_specs.py). TaCL around BERT is
+# method -> the example FSDP file it trains with and its tiny model (tests/method_specs.py). TaCL around BERT is
 # known to fail (see FSDP_KNOWN_FAILURES).
 FSDP_VARIANTS = fsdp_variants()
 FSDP_CONFIGS = {method: variant.config_file for method, variant in FSDP_VARIANTS.items()}
@@ -325,7 +325,7 @@ FSDP_STEPS = 3
 
 
 def fsdp_model(method: str) -> torch.nn.Module:
-    """A tiny dropout-free model of the family, the same on every rank."""
+    """A tiny dropout-free model of the method, the same on every rank."""
     torch.manual_seed(0)
     return FSDP_VARIANTS[method].model()
 

@@ -67,7 +67,7 @@ def assert_close_at_real_tokens(got: torch.Tensor, expected: torch.Tensor, atten
 
 
 def model_folder_files(model_class) -> set[str]:
-    """The code a checkpoint must carry: exactly the files of the family's model folder."""
+    """The code a checkpoint must carry: exactly the files of the method's model folder."""
     folder = Path(sys.modules[model_class.__module__].__file__).parent
     return {p.name for p in folder.glob("*.py")} - {"__init__.py"}
 

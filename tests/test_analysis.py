@@ -30,7 +30,7 @@ from hf_encoders.analysis import (
 from hf_encoders.analysis.command import main as analyze
 from hf_encoders.analysis.files import atomic_output
 from hf_encoders.analysis.rank import GramAccumulator
-from hf_encoders.data.errors import TokenizerLoadError
+from hf_encoders.errors import TokenizerLoadError
 from tests.tiny_models import VOCAB_SIZE, tiny_mae_lm_config, tiny_tokenizer
 
 TEXTS = [
@@ -70,9 +70,9 @@ CONFIGS = {
 }
 
 
-def build_encoder(family: str) -> torch.nn.Module:
+def build_encoder(model_type: str) -> torch.nn.Module:
     torch.manual_seed(0)
-    return AutoModel.from_config(CONFIGS[family]())
+    return AutoModel.from_config(CONFIGS[model_type]())
 
 
 # ---- independent numpy references -------------------------------------------------------------------
@@ -231,9 +231,9 @@ def stacked(states, layer: int, positions) -> np.ndarray:
     return np.concatenate([sentence[layer][where] for sentence, where in zip(states, positions)])
 
 
-@pytest.mark.parametrize("family", list(CONFIGS))
-def test_streamed_report_equals_in_memory_computation(family, tokenizer):
-    model = build_encoder(family)
+@pytest.mark.parametrize("model_type", list(CONFIGS))
+def test_streamed_report_equals_in_memory_computation(model_type, tokenizer):
+    model = build_encoder(model_type)
     model.train()  # the report must switch dropout off, and hand the model back as it found it
     report = layerwise_report(model, tokenizer, TEXTS, batch_size=3, mask_probability=0.4, seed=7, progress=False)
     assert model.training
@@ -353,9 +353,9 @@ def test_atomic_output_publishes_only_complete_files(tmp_path):
 
 
 def test_analyze_command_writes_report_and_plots(tmp_path, tokenizer):
-    for family in ("bert", "mae_lm"):
-        build_encoder(family).save_pretrained(tmp_path / family)
-        tokenizer.save_pretrained(tmp_path / family)
+    for model_type in ("bert", "mae_lm"):
+        build_encoder(model_type).save_pretrained(tmp_path / model_type)
+        tokenizer.save_pretrained(tmp_path / model_type)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("The cat sat on the mat. A dog ran in the park.\n\nBirds sing. The old man and the sea.\n")
     output = tmp_path / "analysis"

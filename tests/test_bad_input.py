@@ -1,4 +1,4 @@
-"""The bad-input catalogue: every input a user can get wrong, per family where it applies, must raise a
+"""The bad-input catalogue: every input a user can get wrong, per method where it applies, must raise a
 `ValueError` (or a subclass) whose message names the problem AND the fix; legal but awkward batches must give a
 finite loss and finite gradients.
 
@@ -35,10 +35,10 @@ from hf_encoders import (
     TaclConfig,
     TaclForPreTraining,
 )
-from hf_encoders.data.biphasic_collator import next_token_labels
-from hf_encoders.families import FAMILIES, load
+from hf_encoders.methods import METHODS, load
+from hf_encoders.methods.biphasic.collator import next_token_labels
 from hf_encoders.training.pretrain import check_mask_token
-from tests.family_specs import FAMILY_SPECS, PRETRAINING_METHODS, TINY_CONFIGS, pretraining_model, specs_with
+from tests.method_specs import METHOD_SPECS, PRETRAINING_METHODS, TINY_CONFIGS, pretraining_model, specs_with
 from tests.tiny_models import (
     MASK_TOKEN_ID,
     VOCAB_SIZE,
@@ -61,22 +61,22 @@ def tokenizer_without_mask():
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
-    """One saved pre-training checkpoint per family (seeded, so reruns write the same weights)."""
+    """One saved pre-training checkpoint per method (seeded, so reruns write the same weights)."""
     folders = {}
-    for family in TINY_CONFIGS:
+    for method in TINY_CONFIGS:
         torch.manual_seed(0)
-        folders[family] = tmp_path_factory.mktemp(family)
-        pretraining_model(family).save_pretrained(folders[family])
+        folders[method] = tmp_path_factory.mktemp(method)
+        pretraining_model(method).save_pretrained(folders[method])
     return folders
 
 
 # --- tokenizer and [MASK] -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("family", specs_with("missing_mask_fix"))
-def test_collators_refuse_a_tokenizer_without_mask_token(family):
-    with pytest.raises(ValueError, match=f"has no mask token.*{FAMILY_SPECS[family].missing_mask_fix}"):
-        load(FAMILIES[family].collator)(tokenizer_without_mask())
+@pytest.mark.parametrize("method", specs_with("missing_mask_fix"))
+def test_collators_refuse_a_tokenizer_without_mask_token(method):
+    with pytest.raises(ValueError, match=f"has no mask token.*{METHOD_SPECS[method].missing_mask_fix}"):
+        load(METHODS[method].collator)(tokenizer_without_mask())
 
 
 def test_the_biphasic_clm_collator_needs_no_mask_token():
@@ -84,14 +84,14 @@ def test_the_biphasic_clm_collator_needs_no_mask_token():
     assert batch["labels"].tolist() == [[6, 7, -100], [9, -100, -100]]
 
 
-# The families whose config records the [MASK] id (TaCL masks with its tokenizer's).
+# The methods whose config records the [MASK] id (TaCL masks with its tokenizer's).
 CONFIGS_WITH_MASK_ID = [name for name, config in TINY_CONFIGS.items() if hasattr(config(), "mask_token_id")]
 
 
-@pytest.mark.parametrize("family", CONFIGS_WITH_MASK_ID)
+@pytest.mark.parametrize("method", CONFIGS_WITH_MASK_ID)
 @pytest.mark.parametrize("tokenizer_mask", ["other id", "none"])
-def test_config_and_tokenizer_must_agree_on_the_mask_id(family, tokenizer_mask):
-    model = pretraining_model(family, mask_token_id=MASK_TOKEN_ID + 3)
+def test_config_and_tokenizer_must_agree_on_the_mask_id(method, tokenizer_mask):
+    model = pretraining_model(method, mask_token_id=MASK_TOKEN_ID + 3)
     tokenizer = tiny_tokenizer() if tokenizer_mask == "other id" else tokenizer_without_mask()
     message = (
         rf"config.mask_token_id \({MASK_TOKEN_ID + 3}\) differs.*set config.mask_token_id = tokenizer.mask_token_id"
@@ -315,7 +315,7 @@ def test_tacl_names_a_missing_encoder_path(tmp_path):
 )
 def test_pretrain_names_a_missing_start_before_reading_the_corpus(method, option, fix, tmp_path):
     """The recipe reads the starting checkpoint's tokenizer first: the error names the path and what to pass, not a Hub repo-id rule."""
-    from hf_encoders.data.errors import TokenizerLoadError
+    from hf_encoders.errors import TokenizerLoadError
     from hf_encoders.training.pretrain import main
 
     missing = str(tmp_path / "no-such-checkpoint")
@@ -340,9 +340,9 @@ def test_from_causal_lm_names_a_missing_path_and_a_biphasic_checkpoint(saved, tm
 
 CROSS_LOADS = [
     ("mae_lm", TaclForPreTraining, "'mae_lm' model, not a TaCL training state.*from_encoder"),
-    ("mae_lm", BiphasicEncoderForPreTraining, "'mae_lm' model, not a biphasic one.*its own family's class"),
-    ("mae_lm", BiphasicEncoderForMaskedLM, "'mae_lm' model, not a biphasic one.*its own family's class"),
-    ("tacl", MaeLmForMaskedLM, "'tacl' model, not an MAE-LM one.*its own family's class"),
+    ("mae_lm", BiphasicEncoderForPreTraining, "'mae_lm' model, not a biphasic one.*its own model's class"),
+    ("mae_lm", BiphasicEncoderForMaskedLM, "'mae_lm' model, not a biphasic one.*its own model's class"),
+    ("tacl", MaeLmForMaskedLM, "'tacl' model, not an MAE-LM one.*its own model's class"),
     ("tacl", BiphasicEncoderForPreTraining, "'tacl' model, not a biphasic one"),
     ("biphasic", MaeLmForMaskedLM, "'biphasic' model, not an MAE-LM one"),
     ("biphasic", MaeLmModel, "'biphasic' model, not an MAE-LM one"),
@@ -351,15 +351,15 @@ CROSS_LOADS = [
 
 
 @pytest.mark.parametrize("source,target,message", CROSS_LOADS, ids=[f"{s}-as-{t.__name__}" for s, t, _ in CROSS_LOADS])
-def test_a_checkpoint_of_one_family_is_refused_by_another(saved, source, target, message):
+def test_a_checkpoint_of_one_model_is_refused_by_another(saved, source, target, message):
     with pytest.raises(ValueError, match=message):
         target.from_pretrained(saved[source])
 
 
 @pytest.mark.parametrize("source,target", [(s, t) for s in TINY_CONFIGS for t in TINY_CONFIGS if s != t])
-def test_no_family_loads_another_familys_checkpoint(saved, source, target):
-    """Every pair, so a new family is covered too; CROSS_LOADS checks the fixes the messages name."""
-    found, expected = FAMILIES[source].model_type, FAMILIES[target].model_type
+def test_no_model_loads_another_models_checkpoint(saved, source, target):
+    """Every pair, so a new method is covered too; CROSS_LOADS checks the fixes the messages name."""
+    found, expected = METHODS[source].model_type, METHODS[target].model_type
     with pytest.raises(ValueError, match=rf"holds a '{found}' model, not .* \(model_type '{expected}'\)"):
         type(pretraining_model(target)).from_pretrained(saved[source])
 
@@ -378,10 +378,10 @@ def test_foreign_transformers_checkpoints_are_sent_to_the_converters(tmp_path):
         MaeLmForMaskedLM.from_pretrained(tmp_path / "bert")
 
 
-@pytest.mark.parametrize("family", sorted(TINY_CONFIGS))
+@pytest.mark.parametrize("method", sorted(TINY_CONFIGS))
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "empty"])
-def test_a_corrupt_weights_file_is_named_with_the_fix(saved, tmp_path, family, damage):
-    folder = shutil.copytree(saved[family], tmp_path / "checkpoint")
+def test_a_corrupt_weights_file_is_named_with_the_fix(saved, tmp_path, method, damage):
+    folder = shutil.copytree(saved[method], tmp_path / "checkpoint")
     weights = folder / "model.safetensors"
     content = weights.read_bytes()
     weights.write_bytes(
@@ -391,26 +391,26 @@ def test_a_corrupt_weights_file_is_named_with_the_fix(saved, tmp_path, family, d
         rf"Cannot read {re.escape(str(weights))} \(SafetensorError: .*\): the weights file is corrupt or truncated"
     )
     with pytest.raises(ValueError, match=f"{message}.*re-download or re-save the checkpoint"):
-        type(pretraining_model(family)).from_pretrained(folder)
+        type(pretraining_model(method)).from_pretrained(folder)
 
 
-@pytest.mark.parametrize("family", sorted(TINY_CONFIGS))
-def test_weights_that_do_not_fit_the_config_are_refused(saved, family):
+@pytest.mark.parametrize("method", sorted(TINY_CONFIGS))
+def test_weights_that_do_not_fit_the_config_are_refused(saved, method):
     """A config with narrower feed-forward layers than the checkpoint: every mis-shaped weight is named, not
     re-initialised (transformers would raise a bare RuntimeError, or re-initialise with ignore_mismatched_sizes)."""
-    if family == "tacl":
+    if method == "tacl":
         config = tiny_tacl_config()
         config.student_config.intermediate_size = 48
     else:
-        config = TINY_CONFIGS[family](intermediate_size=48)
-    model_class = type(pretraining_model(family))
-    saved_shapes = {key: tuple(value.shape) for key, value in load_file(saved[family] / "model.safetensors").items()}
+        config = TINY_CONFIGS[method](intermediate_size=48)
+    model_class = type(pretraining_model(method))
+    saved_shapes = {key: tuple(value.shape) for key, value in load_file(saved[method] / "model.safetensors").items()}
     built_shapes = {key: tuple(value.shape) for key, value in model_class(config).state_dict().items()}
     first = min(key for key, shape in built_shapes.items() if saved_shapes.get(key, shape) != shape)
     key = re.escape(f"{first}: checkpoint {saved_shapes[first]} vs model {built_shapes[first]}")
     message = rf"does not fit {model_class.__name__} \(mis-shaped: .*{key}.*same configuration"
     with pytest.raises(ValueError, match=message):
-        model_class.from_pretrained(saved[family], config=config)
+        model_class.from_pretrained(saved[method], config=config)
 
 
 def test_a_biphasic_task_head_may_opt_into_reinitialising_a_mis_shaped_head(tmp_path):
@@ -456,19 +456,19 @@ def awkward_batch(case: str, objective: str | None) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("method", PRETRAINING_METHODS)
 @pytest.mark.parametrize("case", AWKWARD)
 def test_awkward_batches_give_finite_losses_and_gradients(case, method, attn_implementation):
-    family, _, objective = method.partition("-")
+    name, _, objective = method.partition("-")
     torch.manual_seed(0)
     model = pretraining_model(method, attn_implementation=attn_implementation).train()  # TaCL: the student's
     assert getattr(model, "student", model).config._attn_implementation == attn_implementation
     batch = awkward_batch(case, objective or None)
     output = model(**batch, **extra_inputs(method, batch["input_ids"].shape[0]))
     output.loss.backward()
-    assert torch.isfinite(output.loss), f"{family} {case}: loss {output.loss}"
+    assert torch.isfinite(output.loss), f"{name} {case}: loss {output.loss}"
     gradients = [parameter.grad for parameter in model.parameters() if parameter.grad is not None]
     assert gradients and all(torch.isfinite(gradient).all() for gradient in gradients)
-    if case == "no targets" and family != "tacl":  # TaCL keeps its NSP term; the token terms are 0
+    if case == "no targets" and name != "tacl":  # TaCL keeps its NSP term; the token terms are 0
         assert output.loss == 0
-    if case == "no targets" and family == "tacl":
+    if case == "no targets" and name == "tacl":
         assert output.tacl_loss == 0 and output.mlm_loss == 0
     model.eval()
     with torch.no_grad():  # and every position's prediction, padded rows included, stays finite at inference

@@ -29,7 +29,7 @@ from hf_encoders import (
     BiphasicEncoderForSequenceClassification,
     BiphasicEncoderForTokenClassification,
 )
-from hf_encoders.training.conversion import MASK_TOKEN, convert_causal_lm
+from hf_encoders.methods.biphasic.conversion import MASK_TOKEN, convert_causal_lm
 from tests.helpers import assert_close_at_real_tokens
 from tests.tiny_models import (
     LLAMA_SHAPE,

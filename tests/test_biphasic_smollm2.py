@@ -8,7 +8,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from hf_encoders import BiphasicEncoderForPreTraining
-from hf_encoders.training.conversion import MASK_TOKEN, fit_model_to_tokenizer, load_causal_lm_tokenizer
+from hf_encoders.methods.biphasic.conversion import MASK_TOKEN, fit_model_to_tokenizer, load_causal_lm_tokenizer
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 

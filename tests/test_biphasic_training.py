@@ -7,9 +7,9 @@ from datasets import Dataset
 from transformers import Trainer, TrainerState, TrainingArguments
 
 from hf_encoders import BiphasicEncoderForPreTraining, DataCollatorForBiphasic, PhaseScheduleCallback
-from hf_encoders.data.biphasic_collator import next_token_labels
+from hf_encoders.methods.biphasic.collator import next_token_labels
 from hf_encoders.training.arguments import PretrainArguments
-from hf_encoders.training.recipes import get_recipe
+from hf_encoders.training.recipe import get_recipe
 from hf_encoders.training.trainer import PretrainingTrainer
 from tests.tiny_models import MASK_TOKEN_ID, VOCAB_SIZE, tiny_biphasic_config, tiny_tokenizer
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification
 
-from hf_encoders.cli import SUBCOMMANDS, main
+from hf_encoders_cli import SUBCOMMANDS, main
 
 
 def test_top_level_help_lists_every_subcommand(capsys):
@@ -107,7 +107,7 @@ def test_pretrain_refuses_fp16_on_cpu(tmp_path):
 def run_script(*argv, env=None):
     """The installed console script's code path (`console`), in its own process, offline."""
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
-    command = [sys.executable, "-m", "hf_encoders.cli", *argv]
+    command = [sys.executable, "-m", "hf_encoders", *argv]
     return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=300)
 
 
@@ -171,7 +171,7 @@ def test_sigterm_ends_the_script_with_a_complete_checkpoint_and_exit_0(tmp_path)
         "true",
     ]
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "-m", "hf_encoders.cli", "pretrain", *argv]
+    command = [sys.executable, "-m", "hf_encoders", "pretrain", *argv]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment) as run:
         for line in run.stdout:  # the first training log: it is training
             if "'loss'" in line:

@@ -11,7 +11,7 @@ from hf_encoders import BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclFor
 from hf_encoders.training.pretrain import prefer_aten_random_numbers
 from tests.tiny_models import MASK_TOKEN_ID, tiny_biphasic_config, tiny_mae_lm_config, tiny_tacl_config
 
-pytestmark = pytest.mark.slow  # dynamo traces and compiles every family's step: about a minute in all
+pytestmark = pytest.mark.slow  # dynamo traces and compiles every method's step: about a minute in all
 
 BATCH, LENGTH = 4, 32
 

@@ -9,15 +9,15 @@ from scipy.stats import entropy
 
 from hf_encoders.analysis import LayerwiseReport, token_counts, unigram_entropy
 from hf_encoders.demo import write_report
-from hf_encoders.families import FAMILIES
+from hf_encoders.methods import METHODS
 from tests.tiny_models import tiny_tokenizer
 
 
 def test_every_row_names_what_else_differs_from_the_baseline(tmp_path):
     settings = Namespace(steps=10, batch_size=2, block_size=8, output_dir=tmp_path)
-    # The first family logs an MLM term beside its whole loss (as TaCL and biphasic do): the term is what is read.
-    runs = {name: {"log_history": [{"loss": 5.0 + i}]} for i, name in enumerate(FAMILIES)}
-    first = next(iter(FAMILIES))
+    # The first method logs an MLM term beside its whole loss (as TaCL and biphasic do): the term is what is read.
+    runs = {name: {"log_history": [{"loss": 5.0 + i}]} for i, name in enumerate(METHODS)}
+    first = next(iter(METHODS))
     runs[first]["log_history"] = [{"loss": 9.0, "mlm_loss": 4.9}, {"eval_loss": 9.5}, {"loss": 9.0, "mlm_loss": 5.0}]
     layers = dict(
         hidden_size=64,
@@ -31,16 +31,16 @@ def test_every_row_names_what_else_differs_from_the_baseline(tmp_path):
         effective_rank_with_mask=[6],
         mask_effective_rank=[2],
     )
-    analysis = [LayerwiseReport(model=name, **layers) for name in FAMILIES]
-    text = write_report(settings, runs, analysis, dict.fromkeys(FAMILIES, 0.75), plateau=5.6).read_text()
+    analysis = [LayerwiseReport(model=name, **layers) for name in METHODS]
+    text = write_report(settings, runs, analysis, dict.fromkeys(METHODS, 0.75), plateau=5.6).read_text()
 
     rows = {line.split(" | ")[0].removeprefix("| "): line for line in text.splitlines() if line.startswith("| ")}
     # H - loss: 0.60 off the plateau; 0.5 margin: -0.40, -1.40, -2.40 on it.
     cells = ["5.000 (+0.60)", *(f"{5.0 + i:.3f} ({0.6 - i:+.2f}) — **on its plateau**" for i in range(1, 4))]
-    for cell, (name, family) in zip(cells, FAMILIES.items()):
-        assert rows[name] == f"| {name} | {cell} | 0.750 | 0.500 | 7 / 6 (of 64) | {family.demo_confounds} |"
+    for cell, (name, method) in zip(cells, METHODS.items()):
+        assert rows[name] == f"| {name} | {cell} | 0.750 | 0.500 | 7 / 6 (of 64) | {method.demo_confounds} |"
     assert "H = 5.60 nats" in text
-    assert len({family.demo_confounds for family in FAMILIES.values()}) == len(FAMILIES)
+    assert len({method.demo_confounds for method in METHODS.values()}) == len(METHODS)
     assert "experiments/REPORT.md" in text
 
 

@@ -15,7 +15,7 @@ registered for gradient reduction. The tests then check that
   `test_two_processes_match_one_process_with_the_same_global_batch`);
 * MAE-LM's encoder held still (`--hold_encoder_steps`) gets no update under DDP, weight decay on, until the hold ends.
 
-FSDP2 (`fully_shard`, which gloo supports on CPU) on each family as its `examples/fsdp*.json` configures it: the
+FSDP2 (`fully_shard`, which gloo supports on CPU) on each method as its `examples/fsdp*.json` configures it: the
 layers accelerate wraps are the model's layer classes, ranks end equal and equal to one process on the whole batch, TaCL's
 teacher never moves, and the checkpoint saved from the sharded model is the ordinary one (its own class in
 `auto_map`, the model folder's code), loadable in a fresh process.
@@ -56,8 +56,8 @@ from tests.distributed_worker import (
     train_fsdp_steps,
     training_arguments,
 )
-from tests.family_specs import fsdp_wrap_classes
 from tests.helpers import model_folder_files, run_in_fresh_process
+from tests.method_specs import fsdp_wrap_classes
 from tests.tiny_models import sample_batch, save_tiny_bert
 
 REPO_ROOT = Path(__file__).parent.parent

@@ -12,8 +12,8 @@ from safetensors.torch import load_file
 from transformers import Trainer, TrainingArguments
 
 from hf_encoders import EncoderHoldCallback, MaeLmForMaskedLM
-from hf_encoders.cli import main
-from hf_encoders.training.encoder_hold import check_parallelism, held_parameters
+from hf_encoders.methods.mae_lm.encoder_hold import check_parallelism, held_parameters
+from hf_encoders_cli import main
 from tests.tiny_models import counting_batch, save_tiny_bert, tiny_mae_lm_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -1,5 +1,5 @@
 """Masked-LM logits outside training are the stock layout, (batch, length, vocab), with or without labels, in every
-family; the compact training layout stays in training, and in eval on request (`compact_eval_logits`), a switch of
+method; the compact training layout stays in training, and in eval on request (`compact_eval_logits`), a switch of
 the model object that no checkpoint carries. And MAE-LM says once when the stock 80/10/10 masking feeds it targets
 it is meant never to see."""
 

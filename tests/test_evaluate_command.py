@@ -7,8 +7,8 @@ import logging
 import pytest
 import torch
 
-from hf_encoders.cli import main
 from hf_encoders.evaluation.grid import RESULTS_FILE
+from hf_encoders_cli import main
 from tests.task_folders import write_ir_folder, write_task_folders
 from tests.tiny_models import save_tiny_bert, save_tiny_mae_lm
 

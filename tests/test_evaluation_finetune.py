@@ -1,4 +1,4 @@
-"""One fine-tuning run of paper 004's protocol (`hf_encoders.evaluation.finetune`): SC, TC and QA on small local task
+"""One fine-tuning run of the protocol of Gisserot-Boukhlef et al. (2025) (`hf_encoders.evaluation.finetune`): SC, TC and QA on small local task
 folders, on a tiny MAE-LM, a tiny biphasic encoder (a tokenizer without [CLS]) and a tiny stock BERT; scores against
 computations that do not go through the run (the saved model's own predictions, hand-written tags, hand-built
 logits)."""
@@ -82,10 +82,10 @@ def predicted_labels(model_class, folder, encoded) -> np.ndarray:
         return model(**encoded).logits.argmax(-1).numpy()
 
 
-@pytest.mark.parametrize("family", ["mae_lm", "biphasic", "bert"])
-def test_sc_run_scores_what_the_saved_model_predicts(family, checkpoints, task_folders, tmp_path):
+@pytest.mark.parametrize("model_type", ["mae_lm", "biphasic", "bert"])
+def test_sc_run_scores_what_the_saved_model_predicts(model_type, checkpoints, task_folders, tmp_path):
     task = load_task(f"sc:{task_folders / 'sc'}")
-    result = fine_tune(checkpoints[family], task, RunSettings(**SETTINGS), tmp_path)
+    result = fine_tune(checkpoints[model_type], task, RunSettings(**SETTINGS), tmp_path)
     assert result["steps"] == math.ceil(SPLIT_SIZES["train"] / BATCH)  # one epoch is fewer than max_steps
     tokenizer = AutoTokenizer.from_pretrained(tmp_path)
     encoded = tokenizer(list(task.validation["text"]), padding=True, return_tensors="pt")
@@ -100,14 +100,14 @@ def test_sc_run_scores_what_the_saved_model_predicts(family, checkpoints, task_f
     assert set(result["test"]) == {"accuracy", "f1", "matthews_correlation"}
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["id2label"] == {"0": "even", "1": "odd"}
-    if family == "biphasic":
-        assert config["classifier_pooling"] == "mean"  # paper 004's pooling, over the checkpoint's "cls"
+    if model_type == "biphasic":
+        assert config["classifier_pooling"] == "mean"  # the paper's pooling, over the checkpoint's "cls"
 
 
-@pytest.mark.parametrize("family", ["mae_lm", "biphasic", "bert"])
-def test_tc_run_scores_entities_of_first_sub_token_predictions(family, checkpoints, task_folders, tmp_path):
+@pytest.mark.parametrize("model_type", ["mae_lm", "biphasic", "bert"])
+def test_tc_run_scores_entities_of_first_sub_token_predictions(model_type, checkpoints, task_folders, tmp_path):
     task = load_task(f"tc:{task_folders / 'tc'}")
-    result = fine_tune(checkpoints[family], task, RunSettings(**SETTINGS, max_steps=2), tmp_path)
+    result = fine_tune(checkpoints[model_type], task, RunSettings(**SETTINGS, max_steps=2), tmp_path)
     assert result["steps"] == 2  # max_steps is fewer than the epoch's 3
     tokenizer = AutoTokenizer.from_pretrained(tmp_path)
     encoded = tokenizer(list(task.validation["tokens"]), is_split_into_words=True, padding=True, return_tensors="pt")
@@ -126,20 +126,20 @@ def test_tc_run_scores_entities_of_first_sub_token_predictions(family, checkpoin
     assert set(result["test"]) == {"precision", "recall", "f1", "accuracy"}
 
 
-@pytest.mark.parametrize("family", ["mae_lm", "biphasic", "bert"])
-def test_qa_run_trains_on_answer_spans_and_scores_squad_v2(family, checkpoints, task_folders, tmp_path):
+@pytest.mark.parametrize("model_type", ["mae_lm", "biphasic", "bert"])
+def test_qa_run_trains_on_answer_spans_and_scores_squad_v2(model_type, checkpoints, task_folders, tmp_path):
     task = load_task(f"qa:{task_folders / 'qa'}")
-    result = fine_tune(checkpoints[family], task, RunSettings(**SETTINGS), tmp_path)
-    assert result["steps"] == math.ceil(qa_windows(checkpoints[family], task) / BATCH)
+    result = fine_tune(checkpoints[model_type], task, RunSettings(**SETTINGS), tmp_path)
+    assert result["steps"] == math.ceil(qa_windows(checkpoints[model_type], task) / BATCH)
     for split in ("validation", "test"):
         assert set(result[split]) == {"exact_match", "f1"}
         assert 0 <= result[split]["exact_match"] <= result[split]["f1"] <= 100
 
 
-@pytest.mark.parametrize("family", ["biphasic", "bert"])
-def test_qa_training_positions_point_at_the_answer(family, checkpoints, task_folders):
+@pytest.mark.parametrize("model_type", ["biphasic", "bert"])
+def test_qa_training_positions_point_at_the_answer(model_type, checkpoints, task_folders):
     task = load_task(f"qa:{task_folders / 'qa'}")
-    tokenizer = AutoTokenizer.from_pretrained(checkpoints[family])
+    tokenizer = AutoTokenizer.from_pretrained(checkpoints[model_type])
     recipe = QuestionAnswering(task, tokenizer, max_length=64)
     features = recipe.train_features(task.train)
     example_of_window = recipe.windows(task.train[:])["overflow_to_sample_mapping"]
@@ -186,8 +186,8 @@ def test_a_checkpoint_without_the_head_is_refused(checkpoints, task_folders, tmp
         fine_tune(checkpoints["tacl"], task, RunSettings(**SETTINGS), tmp_path)
 
 
-def test_pooling_of_each_family(checkpoints):
-    assert pooling_of(checkpoints["biphasic"]) == "mean pooling (paper 004)"
+def test_pooling_of_each_model_type(checkpoints):
+    assert pooling_of(checkpoints["biphasic"]) == "mean pooling (Gisserot-Boukhlef et al., 2025)"
     assert pooling_of(checkpoints["bert"]) == "the model's own head ([CLS] pooler)"
     assert pooling_of(checkpoints["mae_lm"]) == "the model's own head (first token, dense + tanh)"
 

@@ -15,9 +15,10 @@ import scipy.stats
 sys.path.insert(0, str(Path(__file__).parents[1] / "experiments"))
 import tasks
 from report import biphasic, document, mae_lm, masking, runs, tables, tacl
+from transformers import TrainerState
 
+from hf_encoders import EncoderHoldCallback
 from hf_encoders.evaluation.tasks import MAIN_METRIC
-from hf_encoders.training.encoder_hold import HOLD_SUMMARY
 
 
 def test_the_report_tables_every_step_and_older_totals(tmp_path):
@@ -72,8 +73,11 @@ def fake_mp_runs(root: Path, losses: dict[str, float], sweep: str = "mp", ranks:
         (root / "pretrain" / f"{sweep}_{label}").mkdir(parents=True)
         history = [{"loss": 9.0, "learning_rate": 1.99333e-4, "step": 10}, {"eval_loss": loss, "step": 20}]
         (root / "pretrain" / f"{sweep}_{label}" / "log_history.json").write_text(json.dumps(history))
-        card = f"## Training\n- [MASK]s kept in the encoder input (δ): 0%\n{HOLD_SUMMARY.format(steps=10)}\n"
-        (root / "pretrain" / f"{sweep}_{label}" / "README.md").write_text(card)
+        # The last checkpoint's state, as Trainer saves it with `--hold_encoder_steps 10`.
+        checkpoint = root / "pretrain" / f"{sweep}_{label}" / "checkpoint-20"
+        checkpoint.mkdir()
+        state = TrainerState(global_step=20, stateful_callbacks=[EncoderHoldCallback(10)])
+        state.save_to_json(str(checkpoint / "trainer_state.json"))
 
 
 def fine_tuned(root: Path, sweep: str, scores: dict[str, float]) -> None:

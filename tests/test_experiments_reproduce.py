@@ -31,7 +31,7 @@ class FakeCommands:
         self.outcomes, self.calls = list(outcomes), []
 
     def __call__(self, command, check, env):
-        arguments = command[command.index("hf_encoders.cli") + 1 :]
+        arguments = command[command.index("hf_encoders") + 1 :]
         self.calls.append(arguments)
         output = Path(arguments[arguments.index("--output_dir") + 1])
         outcome = self.outcomes.pop(0)

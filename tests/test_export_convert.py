@@ -7,7 +7,7 @@ import torch
 from transformers import AutoModelForMaskedLM, AutoModelForPreTraining
 
 from hf_encoders import BiphasicEncoderForMaskedLM, BiphasicEncoderForPreTraining, MaeLmForMaskedLM, TaclForPreTraining
-from hf_encoders.cli import main
+from hf_encoders_cli import main
 from tests.helpers import assert_close_at_real_tokens
 from tests.tiny_models import (
     sample_batch,
@@ -50,7 +50,7 @@ def test_export_tacl_writes_the_student_as_plain_bert(tmp_path):
         assert torch.equal(student.state_dict()[name], tensor), name
 
 
-def test_export_refuses_a_family_that_needs_no_export(tmp_path):
+def test_export_refuses_a_method_that_needs_no_export(tmp_path):
     MaeLmForMaskedLM(tiny_mae_lm_config()).save_pretrained(tmp_path / "mae")
     with pytest.raises(ValueError, match="trust_remote_code"):
         main(["export", str(tmp_path / "mae"), str(tmp_path / "out")])

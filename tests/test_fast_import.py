@@ -1,5 +1,6 @@
-"""`import hf_encoders` and `hf-encoders --help` load only what they use (bench/import_time.py times them), and the
-Auto classes still know every family right after the import: each registers on its first lookup."""
+"""`hf-encoders --help` loads no framework and none of the package (bench/import_time.py times it), `import hf_encoders`
+loads the models it registers and not the training stack, and right after the import every Auto class knows every
+method's model classes, registered through transformers' public API."""
 
 import ast
 import json
@@ -11,13 +12,14 @@ from pathlib import Path
 import pytest
 
 import hf_encoders
-from hf_encoders.families import FAMILIES
+from hf_encoders.methods import METHODS
 
 ROOT = Path(__file__).resolve().parents[1]
-# What neither the import nor --help needs: seconds of imports between them.
-HEAVY = ("torch", "transformers", "datasets", "matplotlib", "scipy", "sklearn", "peft", "accelerate")
-# All of hf_encoders that they may import: the family table, registration, and the console script.
-LIGHT = {"hf_encoders", "hf_encoders.cli", "hf_encoders.errors", "hf_encoders.families", "hf_encoders.registration"}
+# What `--help` needs none of: seconds of imports.
+FRAMEWORKS = ("torch", "transformers", "datasets", "matplotlib", "scipy", "sklearn", "peft", "accelerate")
+# What `import hf_encoders` needs none of: the training stack, loaded when a collator, callback or command is used
+# (transformers' modeling code imports scipy and accelerate itself).
+TRAINING_STACK = ("datasets", "matplotlib", "sklearn", "peft", "transformers.trainer")
 
 LOADED_MODULES = """
 import json, sys
@@ -27,7 +29,7 @@ print(json.dumps(sorted(sys.modules)))
 
 HELP = """
 sys.argv = ["hf-encoders", "--help"]
-from hf_encoders.cli import console
+from hf_encoders_cli import console
 try:
     console()
 except SystemExit as exit:
@@ -40,15 +42,15 @@ import json
 import hf_encoders
 FIRST_IMPORT
 import transformers
-from hf_encoders.families import FAMILIES, load
+from hf_encoders.methods import METHODS, load
 
 wrong = []
-for family in FAMILIES.values():
-    if family.config is None:
+for method in METHODS.values():
+    if method.config is None:
         continue
-    config_class = transformers.AutoConfig.for_model(family.model_type).__class__
-    if config_class is not load(family.config):
-        wrong.append(f"AutoConfig {family.model_type}: {config_class}")
+    config_class = transformers.AutoConfig.for_model(method.model_type).__class__
+    if config_class is not load(method.config):
+        wrong.append(f"AutoConfig {method.model_type}: {config_class}")
     folder = sys.modules[config_class.__module__.rpartition(".")[0]]
     for auto_class, reference in config_class.default_auto_map.items():
         if auto_class == "AutoConfig":
@@ -56,26 +58,13 @@ for family in FAMILIES.values():
         ours = getattr(folder, reference.rpartition(".")[2])
         found = getattr(transformers, auto_class)._model_mapping.get(config_class, None)
         if found is not ours:
-            wrong.append(f"{auto_class} {family.model_type}: {found}")
+            wrong.append(f"{auto_class} {method.model_type}: {found}")
+        # Marked for save_pretrained, which then ships the folder: for one of the Auto classes that name it.
+        if config_class.default_auto_map.get(ours._auto_class, "").rpartition(".")[2] != ours.__name__:
+            wrong.append(f"{ours.__name__} is marked for {ours._auto_class}")
+    if config_class._auto_class != "AutoConfig":
+        wrong.append(f"{config_class.__name__} is marked for {config_class._auto_class}")
 print(json.dumps(wrong))
-"""
-
-DIRECT_IMPORT = """
-import ast
-import json
-import hf_encoders
-from transformers import AutoConfig, AutoModel, BertConfig
-
-AutoConfig.for_model("bert")
-assert BertConfig in AutoModel._model_mapping
-untouched = not any(name.startswith("hf_encoders.models") for name in sys.modules)
-# A family imported by its own path, as the recipes do, with no Auto lookup: save_pretrained must still ship its code.
-from hf_encoders.models.tacl import TaclConfig, TaclForPreTraining
-# Listing an Auto table lists every family, the ones not imported yet too.
-from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-from hf_encoders.families import FAMILIES
-listed = sorted(set(CONFIG_MAPPING.keys()) & {family.model_type for family in FAMILIES.values() if family.config})
-print(json.dumps([untouched, TaclConfig._auto_class, TaclForPreTraining._auto_class, listed]))
 """
 
 
@@ -97,18 +86,25 @@ def loaded_modules(statement: str) -> list[str]:
     return json.loads(run_fresh(LOADED_MODULES.format(statement=statement)).splitlines()[-1])
 
 
-@pytest.mark.parametrize("statement", ["import hf_encoders", HELP], ids=["import", "help"])
-def test_the_import_and_help_load_no_framework_and_no_subcommand(statement):
-    modules = loaded_modules(statement)
-    assert [name for name in modules if name.split(".")[0] in HEAVY] == []
-    assert {name for name in modules if name.startswith("hf_encoders")} <= LIGHT
+def test_help_loads_no_framework_and_none_of_the_package():
+    modules = loaded_modules(HELP)
+    assert [name for name in modules if name.split(".")[0] in FRAMEWORKS] == []
+    assert [name for name in modules if name.split(".")[0] == "hf_encoders"] == []
 
 
-def test_help_still_lists_every_subcommand():
-    from hf_encoders.cli import SUBCOMMANDS
+def test_the_import_loads_the_models_and_not_the_training_stack():
+    modules = loaded_modules("import hf_encoders")
+    assert [name for name in modules if name.startswith(TRAINING_STACK)] == []
+    loaded_models = {name for name in modules if name.startswith("hf_encoders.models.")}
+    assert {f"hf_encoders.models.{method.model_type}" for method in METHODS.values() if method.config} <= loaded_models
+
+
+def test_help_still_lists_every_subcommand_and_method():
+    from hf_encoders_cli import SUBCOMMANDS
 
     usage = run_fresh(HELP)
     assert all(name in usage for name in SUBCOMMANDS), usage
+    assert all(name in usage for name in METHODS), usage
 
 
 # However transformers' Auto modules are first imported after ours: `from transformers import AutoModelFor...` loads
@@ -122,15 +118,14 @@ FIRST_IMPORTS = [
 
 
 @pytest.mark.parametrize("first_import", FIRST_IMPORTS)
-def test_every_auto_class_finds_every_family_right_after_the_import(first_import):
+def test_every_auto_class_finds_every_method_right_after_the_import(first_import):
     assert json.loads(run_fresh(REGISTRATION.replace("FIRST_IMPORT", first_import)).splitlines()[-1]) == []
 
 
-def test_other_models_import_no_family_and_a_family_imported_directly_ships_its_code():
-    untouched, config_auto_class, model_auto_class, listed = json.loads(run_fresh(DIRECT_IMPORT).splitlines()[-1])
-    assert untouched, "looking up bert imported a family of ours"
-    assert (config_auto_class, model_auto_class) == ("AutoConfig", "AutoModelForPreTraining")
-    assert listed == sorted(family.model_type for family in FAMILIES.values() if family.config)
+def test_the_registration_uses_transformers_public_api_only():
+    """Nothing of ours reaches into the Auto classes' private tables (an upstream rename would break every user)."""
+    sources = [*(ROOT / "hf_encoders").rglob("*.py"), ROOT / "hf_encoders_cli.py"]
+    assert [str(path) for path in sources if "_extra_content" in path.read_text()] == []
 
 
 @pytest.mark.parametrize("name", hf_encoders.__all__)

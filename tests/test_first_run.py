@@ -20,18 +20,23 @@ from transformers.utils import logging as transformers_logging
 from hf_encoders import DataCollatorForMaeLm, MaeLmForMaskedLM, MaeLmForSequenceClassification
 from hf_encoders.analysis import plots
 from hf_encoders.analysis.plots import TRAINING_DIAGNOSTICS
-from hf_encoders.cli import main
+from hf_encoders.methods.biphasic import recipe as biphasic
+from hf_encoders.methods.mae_lm import conversion as mae_lm_conversion
+from hf_encoders.methods.mae_lm import recipe as mae_lm
+from hf_encoders.methods.mlm import recipe as mlm
 from hf_encoders.models.biphasic import BiphasicConfig
 from hf_encoders.models.mae_lm import MaeLmConfig, modeling_mae_lm
 from hf_encoders.models.tacl import TaclForPreTraining, modeling_tacl
-from hf_encoders.training import diagnostics, mae_lm_conversion
+from hf_encoders.training import diagnostics
+from hf_encoders.training import recipe as base
 from hf_encoders.training.arguments import SIZES_HELP, PretrainArguments
 from hf_encoders.training.callbacks import DiagnosticsCallback, collapse
 from hf_encoders.training.cards import training_summary, write_model_card
 from hf_encoders.training.loss_curves import plot_run, wants_log_axis
 from hf_encoders.training.model_sizes import parse_config_overrides
 from hf_encoders.training.output_dir import logger as output_dir_logger
-from hf_encoders.training.recipes import base, biphasic, get_recipe, mae_lm, mlm
+from hf_encoders.training.recipe import get_recipe
+from hf_encoders_cli import main
 from tests.test_cli import run_script
 from tests.tiny_models import save_tiny_bert, tiny_mae_lm_config, tiny_tokenizer
 

@@ -1,5 +1,5 @@
 """One spelling per flag across commands (underscores, as pretrain and evaluate spell them); the dashed spellings
-analyze, demo and convert had still work, warning once each, and evaluate takes them alike."""
+analyze, demo and convert had still work, warning once each, and evaluate, which never had them, takes none."""
 
 import json
 import warnings
@@ -8,9 +8,9 @@ import pytest
 
 from hf_encoders import flag_spellings
 from hf_encoders.analysis.command import build_parser as analyze_parser
-from hf_encoders.cli import main
 from hf_encoders.demo import build_parser as demo_parser
 from hf_encoders.flag_spellings import accept_dashed_spellings
+from hf_encoders_cli import main
 from tests.tiny_models import save_tiny_bert
 
 
@@ -56,7 +56,7 @@ def test_analyze_takes_the_dashed_spelling(tmp_path):
 def test_convert_takes_both_spellings(flag, tmp_path, monkeypatch, recwarn):
     converted = []
     monkeypatch.setattr(
-        "hf_encoders.training.conversion.convert_causal_lm", lambda *paths: converted.append(paths) or paths[1]
+        "hf_encoders.methods.biphasic.convert.convert_causal_lm", lambda *paths: converted.append(paths) or paths[1]
     )
     assert main(["convert", flag, "lm.gguf", str(tmp_path)]) == 0
     assert converted == [("lm.gguf", str(tmp_path))]
@@ -65,15 +65,14 @@ def test_convert_takes_both_spellings(flag, tmp_path, monkeypatch, recwarn):
     )
 
 
-@pytest.mark.parametrize("flag", ["--output_dir", "--output-dir"])
-def test_evaluate_takes_both_spellings(flag, tmp_path, monkeypatch, recwarn):
+def test_evaluate_takes_the_underscored_spelling_only(tmp_path, monkeypatch, capsys):
     evaluated = []
     monkeypatch.setattr(
         "hf_encoders.evaluation.command.evaluate",
         lambda models, tasks, output_dir, *settings: evaluated.append((models, tasks, output_dir)) or output_dir,
     )
-    assert main(["evaluate", "model", "--task", "sc:sst2", flag, str(tmp_path)]) == 0
+    assert main(["evaluate", "model", "--task", "sc:sst2", "--output_dir", str(tmp_path)]) == 0
     assert evaluated == [(["model"], ["sc:sst2"], tmp_path)]
-    assert [str(warning.message).split()[0] for warning in recwarn if warning.category is FutureWarning] == (
-        ["--output-dir"] if "-" in flag[2:] else []
-    )
+    with pytest.raises(SystemExit):
+        main(["evaluate", "model", "--task", "sc:sst2", "--output_dir", str(tmp_path), "--max-steps", "5"])
+    assert "unrecognized arguments: --max-steps 5" in capsys.readouterr().err

@@ -21,9 +21,9 @@ from hf_encoders.training.callbacks import CompleteUploadCallback
 from hf_encoders.training.cards import write_model_card
 from hf_encoders.training.hub import stage_checkpoint_model
 from hf_encoders.training.pretrain import pretrain
-from hf_encoders.training.recipes import get_recipe
-from tests.family_specs import TINY_CONFIGS
+from hf_encoders.training.recipe import get_recipe
 from tests.helpers import auto_map_classes, model_folder_files, run_in_fresh_process
+from tests.method_specs import TINY_CONFIGS
 from tests.tiny_models import MASK_TOKEN_ID, sample_batch, tiny_tokenizer
 
 
@@ -86,7 +86,7 @@ def training_examples(method: str) -> list[dict]:
 
 @pytest.mark.parametrize("method", sorted(TINY_CONFIGS))
 def test_a_mid_training_push_uploads_a_complete_loadable_checkpoint(method, tmp_path, hub):
-    """Each family's pre-training model (its AutoModelForPreTraining class) as `hf-encoders pretrain` pushes it."""
+    """Each method's pre-training model (its AutoModelForPreTraining class) as `hf-encoders pretrain` pushes it."""
     config = TINY_CONFIGS[method]()
     auto_class, model_class = next(pair for pair in auto_map_classes(config) if pair[0] == "AutoModelForPreTraining")
     torch.manual_seed(0)

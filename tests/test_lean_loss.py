@@ -1,4 +1,4 @@
-"""The lean vocabulary loss (models/loss_utils.py): the chunked linear + cross-entropy gives the loss and gradients of
+"""The lean vocabulary loss (models/_shared/loss_utils.py): the chunked linear + cross-entropy gives the loss and gradients of
 the plain `cross_entropy(linear(rows).float())`, keeps no logits for backward, and gathers the labelled rows without
 a graph break beyond the one read of their count."""
 
@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from hf_encoders import BiphasicEncoderForPreTraining
-from hf_encoders.models.loss_utils import LinearCrossEntropy, labelled_rows_loss
-from tests.family_specs import PRETRAINING_METHODS, tiny_pretraining_model
+from hf_encoders.models._shared.loss_utils import LinearCrossEntropy, labelled_rows_loss
+from tests.method_specs import PRETRAINING_METHODS, tiny_pretraining_model
 from tests.tiny_models import counting_batch, tiny_biphasic_config
 
 ROWS, HIDDEN, VOCAB = 10, 16, 50

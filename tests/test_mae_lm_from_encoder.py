@@ -20,7 +20,7 @@ from transformers import (
 )
 
 from hf_encoders import MaeLmForMaskedLM, TaclForPreTraining
-from hf_encoders.cli import main
+from hf_encoders_cli import main
 from tests.helpers import assert_close_at_real_tokens
 from tests.tiny_models import (
     BERT_SHAPE,

@@ -1,4 +1,4 @@
-"""Whole-word and span masking for every family: word boundaries through packing, each unit kept whole, the ratio met
+"""Whole-word and span masking for every method: word boundaries through packing, each unit kept whole, the ratio met
 in tokens, the replacement chosen per unit, no unit across a special token or a document start, bad input refused."""
 
 import pytest
@@ -6,20 +6,20 @@ import torch
 from datasets import Dataset
 from scipy.stats import geom
 
-from hf_encoders import DataCollatorForBiphasic, DataCollatorForMaeLm, DataCollatorForTaCL
+from hf_encoders import DataCollatorForBiphasic, DataCollatorForMaeLm, DataCollatorForTacl
 from hf_encoders.data import embedded_documents, pack_bert_style, pack_llama_style, tokenize_documents
 from hf_encoders.data.masking_units import span_length_distribution, spans, unit_index, word_start_mask
 from hf_encoders.data.reproducible_masking import ReproducibleDataCollatorForLanguageModeling
-from hf_encoders.data.sentence_pairs import build_sentence_pairs
+from hf_encoders.methods.tacl.sentence_pairs import build_sentence_pairs
 from tests.tiny_models import corpus_tokenizer
 
 COLLATORS = {
     "mlm": ReproducibleDataCollatorForLanguageModeling,
     "mae_lm": DataCollatorForMaeLm,
-    "tacl": DataCollatorForTaCL,
+    "tacl": DataCollatorForTacl,
     "biphasic": lambda tokenizer, **options: DataCollatorForBiphasic(tokenizer, objective="mlm", **options),
 }
-# Families whose papers replace every selected token by [MASK]; the others use BERT's 80/10/10.
+# Methods whose papers replace every selected token by [MASK]; the others use BERT's 80/10/10.
 ALL_MASK = {"mae_lm", "biphasic"}
 
 
@@ -87,9 +87,9 @@ def test_sentence_pairs_carry_word_starts(tokenizer):
 
 
 @pytest.mark.parametrize("masking", ["whole_word", "span"])
-@pytest.mark.parametrize("family", list(COLLATORS))
-def test_every_family_masks_whole_units_at_its_ratio(family, masking, tokenizer, blocks):
-    collator = COLLATORS[family](tokenizer, masking=masking, seed=0)
+@pytest.mark.parametrize("method", list(COLLATORS))
+def test_every_method_masks_whole_units_at_its_ratio(method, masking, tokenizer, blocks):
+    collator = COLLATORS[method](tokenizer, masking=masking, seed=0)
     special = torch.tensor(tokenizer.all_special_ids)
     masked_tokens = maskable_tokens = masked_units = units_all_mask = squared_word_sizes = 0
     for batch in masked_batches(collator, blocks, count=60):
@@ -127,7 +127,7 @@ def test_every_family_masks_whole_units_at_its_ratio(family, masking, tokenizer,
     ratio = collator.mlm_probability
     standard_error = (ratio * (1 - ratio) * squared_word_sizes) ** 0.5 / maskable_tokens
     assert masked_tokens / maskable_tokens == pytest.approx(ratio, abs=4 * standard_error)
-    if family in ALL_MASK:
+    if method in ALL_MASK:
         assert units_all_mask == masked_units
     else:  # 80% of the words (not tokens) get [MASK]: some hundreds of words, so within a few points
         assert units_all_mask / masked_units == pytest.approx(0.8, abs=0.05)
@@ -223,8 +223,8 @@ def test_span_ratio_is_exact_in_expectation_when_it_falls_between_tokens():
 @pytest.mark.parametrize("masking", ["whole_word", "span"])
 def test_masks_are_a_function_of_seed_epoch_and_batch(masking, tokenizer, blocks):
     examples = [blocks[i] for i in range(8)]
-    first = DataCollatorForTaCL(tokenizer, masking=masking, seed=3)(examples)
-    again = DataCollatorForTaCL(tokenizer, masking=masking, seed=3)
+    first = DataCollatorForTacl(tokenizer, masking=masking, seed=3)(examples)
+    again = DataCollatorForTacl(tokenizer, masking=masking, seed=3)
     again(list(reversed(examples)))  # another batch in between changes nothing
     assert torch.equal(again(examples)["input_ids"], first["input_ids"])
     again.epoch = 1
@@ -267,10 +267,10 @@ def test_transformers_whole_word_mask_flag_reads_offsets_and_means_whole_word(to
         (dict(masking="span", span_geometric_p=0.0), "span_geometric_p must lie in"),
     ],
 )
-@pytest.mark.parametrize("family", list(COLLATORS))
-def test_bad_masking_options_are_refused(family, options, message, tokenizer):
+@pytest.mark.parametrize("method", list(COLLATORS))
+def test_bad_masking_options_are_refused(method, options, message, tokenizer):
     with pytest.raises(ValueError, match=message):
-        COLLATORS[family](tokenizer, **options)
+        COLLATORS[method](tokenizer, **options)
 
 
 @pytest.mark.parametrize("masking", ["whole_word", "span"])
@@ -298,7 +298,7 @@ def test_pretrain_names_an_unknown_masking_unit_and_a_span_cap_below_one(tmp_pat
 
 def test_the_recipe_hands_the_unit_to_the_collator_and_the_card(tokenizer):
     from hf_encoders.training.arguments import PretrainArguments
-    from hf_encoders.training.recipes import get_recipe
+    from hf_encoders.training.recipe import get_recipe
 
     recipe = get_recipe("mae_lm")
     span = PretrainArguments(

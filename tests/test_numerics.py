@@ -19,7 +19,7 @@ from hf_encoders import MaeLmForMaskedLM, NonFiniteLossCallback
 from hf_encoders.models.tacl.modeling_tacl import token_contrastive_loss
 from hf_encoders.training.callbacks import NonFiniteLossError
 from hf_encoders.training.trainer import PretrainingTrainer
-from tests.family_specs import PRETRAINING_METHODS, tiny_pretraining_model
+from tests.method_specs import PRETRAINING_METHODS, tiny_pretraining_model
 from tests.tiny_models import CountingExamples, counting_batch, tiny_mae_lm_config
 
 STEPS = 200

@@ -1,6 +1,6 @@
 """Checkpoints written by hf-encoders 0.1.0 keep loading, with the numbers 0.1.0 computed.
 
-tests/data/checkpoints_0_1 holds one tiny checkpoint per family, written by the 0.1.0 code (commit dadff72) with
+tests/data/checkpoints_0_1 holds one tiny checkpoint per model, written by the 0.1.0 code (commit dadff72) with
 `save_pretrained` (so each carries that version's model code and full auto_map) and the outputs that code
 computed on a fixed batch (`expected.pt`); make_checkpoints.py there is the script that wrote them, kept for the
 record, never to be re-run against newer code. Each checkpoint must load

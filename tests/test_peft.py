@@ -1,4 +1,4 @@
-"""LoRA (peft) on every family's sequence classifier: only adapters and head train, Trainer runs, the adapters
+"""LoRA (peft) on every method's sequence classifier: only adapters and head train, Trainer runs, the adapters
 merge back into a plain model with the same logits, and the merged model reloads through its Auto class."""
 
 import json
@@ -19,7 +19,7 @@ from transformers import (
 
 from hf_encoders import TaclForPreTraining
 from hf_encoders.lora import lora_config
-from tests.family_specs import FAMILY_SPECS, specs_with
+from tests.method_specs import METHOD_SPECS, specs_with
 from tests.tiny_models import BERT_SHAPE, VOCAB_SIZE, tiny_modernbert_config, tiny_tacl_config
 
 NUM_LABELS = 3
@@ -29,7 +29,7 @@ LENGTH = 12
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-LORA_FAMILIES = specs_with("lora")
+LORA_METHODS = specs_with("lora")
 
 
 def synthetic_examples(count=32, seed=0):
@@ -55,9 +55,9 @@ def lora_parameter_count(model, targets, r):
     )
 
 
-@pytest.mark.parametrize("family", LORA_FAMILIES)
-def test_lora_trains_with_trainer_and_merges_back(family, tmp_path):
-    spec = FAMILY_SPECS[family].lora
+@pytest.mark.parametrize("method", LORA_METHODS)
+def test_lora_trains_with_trainer_and_merges_back(method, tmp_path):
+    spec = METHOD_SPECS[method].lora
     torch.manual_seed(0)
     model = spec.classifier(tmp_path, NUM_LABELS)
     model_class = type(model)
@@ -139,7 +139,7 @@ def test_lora_trains_with_trainer_and_merges_back(family, tmp_path):
             assert torch.equal(merged_state[name], before), f"frozen weight {name} changed"
 
     merged.save_pretrained(tmp_path / "merged")
-    if family != "tacl":  # our families' merged checkpoints still carry their code for trust_remote_code loading
+    if method != "tacl":  # our models' merged checkpoints still carry their code for trust_remote_code loading
         assert (
             "AutoModelForSequenceClassification"
             in json.loads((tmp_path / "merged" / "config.json").read_text())["auto_map"]
@@ -150,10 +150,10 @@ def test_lora_trains_with_trainer_and_merges_back(family, tmp_path):
         torch.testing.assert_close(reloaded(**batch).logits, merged_logits)
 
 
-@pytest.mark.parametrize("family", LORA_FAMILIES)
-def test_all_linear_adapts_every_encoder_projection_and_trains_the_head(family, tmp_path):
+@pytest.mark.parametrize("method", LORA_METHODS)
+def test_all_linear_adapts_every_encoder_projection_and_trains_the_head(method, tmp_path):
     """The module names examples/peft_lora.md lists, and peft's "all-linear" leaving the head to modules_to_save."""
-    spec = FAMILY_SPECS[family].lora
+    spec = METHOD_SPECS[method].lora
     model = spec.classifier(tmp_path, NUM_LABELS)
     peft_model = peft.get_peft_model(model, lora_config(model, target_modules="all-linear"))
     names = [name for name, _ in peft_model.named_parameters()]

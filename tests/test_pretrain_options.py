@@ -7,14 +7,14 @@ from dataclasses import fields
 import pytest
 from transformers import AutoTokenizer, HfArgumentParser
 
-from hf_encoders.cli import main
-from hf_encoders.families import FAMILIES
+from hf_encoders.methods import METHODS
 from hf_encoders.training.arguments import PretrainArguments
-from hf_encoders.training.recipes import get_recipe
-from tests.family_specs import FAMILY_SPECS, built_from_scratch
+from hf_encoders.training.recipe import get_recipe
+from hf_encoders_cli import main
+from tests.method_specs import METHOD_SPECS, built_from_scratch
 from tests.tiny_models import tiny_mae_lm_config
 
-ALL = set(FAMILIES)
+ALL = set(METHODS)
 FROM_SCRATCH = set(built_from_scratch())
 # Every option but --method, a value other than its default, and the methods that read it when set alone (TaCL
 # continuing its encoder, the others from scratch), besides those whose test specification lists it in `own_options`.
@@ -59,14 +59,14 @@ OPTIONS = {
 
 
 def readers(option: str) -> set[str]:
-    return OPTIONS[option][1] | {name for name, spec in FAMILY_SPECS.items() if option in spec.own_options}
+    return OPTIONS[option][1] | {name for name, spec in METHOD_SPECS.items() if option in spec.own_options}
 
 
 def test_the_table_covers_every_option():
     assert set(OPTIONS) == {option.name for option in fields(PretrainArguments)} - {"method"}
-    claimed = {option for spec in FAMILY_SPECS.values() for option in spec.own_options}
+    claimed = {option for spec in METHOD_SPECS.values() for option in spec.own_options}
     assert claimed <= set(OPTIONS), (
-        f"own_options in tests/family_specs.py that pretrain lacks: {claimed - set(OPTIONS)}"
+        f"own_options in tests/method_specs.py that pretrain lacks: {claimed - set(OPTIONS)}"
     )
 
 
@@ -75,7 +75,7 @@ def base_arguments(method: str, bert: str, **options) -> PretrainArguments:
     return PretrainArguments(method=method, **{**start, **options})
 
 
-@pytest.mark.parametrize("method", list(FAMILIES))
+@pytest.mark.parametrize("method", list(METHODS))
 @pytest.mark.parametrize("option", list(OPTIONS))
 def test_an_option_is_read_or_refused_naming_it(bert, method, option):
     args = base_arguments(method, bert, **{option: OPTIONS[option][0]})
@@ -84,7 +84,7 @@ def test_an_option_is_read_or_refused_naming_it(bert, method, option):
         return
     with pytest.raises(ValueError, match=f"--{option}\\b"):
         get_recipe(method).check_arguments(args)
-        pytest.fail(f"--method {method} reads --{option}: list it in FAMILY_SPECS[{method!r}].own_options")
+        pytest.fail(f"--method {method} reads --{option}: list it in METHOD_SPECS[{method!r}].own_options")
 
 
 @pytest.mark.parametrize(
@@ -188,7 +188,7 @@ def test_tacl_knobs_reach_its_config_and_unset_ones_keep_its_defaults(bert):
     assert (defaults.temperature, defaults.use_nsp, defaults.exclude_padding_from_contrast) == (0.01, True, True)
 
 
-def test_mlm_refuses_to_continue_another_familys_checkpoint(tmp_path):
+def test_mlm_refuses_to_continue_another_methods_checkpoint(tmp_path):
     """from_pretrained would build a fresh BERT and merely report every weight as unexpected or missing."""
     from hf_encoders import MaeLmForMaskedLM
 

@@ -10,20 +10,20 @@ import pytest
 import torch
 import transformers
 
-from tests.family_specs import TINY_CONFIGS
 from tests.helpers import auto_map_classes, first_output, fresh_interpreter, model_folder_files, run_in_fresh_process
+from tests.method_specs import TINY_CONFIGS
 from tests.tiny_models import sample_batch, tiny_biphasic_config, tiny_tacl_config
 
 
-def family_classes(model_type):
-    """The family's tiny config, and (auto class name, our class) for every entry of its auto_map."""
+def model_classes(model_type):
+    """The method's tiny config, and (auto class name, our class) for every entry of its auto_map."""
     config = TINY_CONFIGS[model_type]()
     return config, auto_map_classes(config)
 
 
 @pytest.mark.parametrize("model_type", sorted(TINY_CONFIGS))
 def test_every_class_loads_in_a_fresh_process(model_type, tmp_path):
-    config, pairs = family_classes(model_type)
+    config, pairs = model_classes(model_type)
     batch = sample_batch()
     torch.manual_seed(0)
     jobs, expected = [], []
@@ -51,7 +51,7 @@ def test_every_class_loads_in_a_fresh_process(model_type, tmp_path):
 
 @pytest.mark.parametrize("model_type", sorted(TINY_CONFIGS))
 def test_checkpoints_load_without_remote_code_once_imported(model_type, tmp_path):
-    config, pairs = family_classes(model_type)
+    config, pairs = model_classes(model_type)
     batch = sample_batch()
     for auto_class, model_class in pairs:
         model = model_class(config).eval()
@@ -63,7 +63,7 @@ def test_checkpoints_load_without_remote_code_once_imported(model_type, tmp_path
 
 
 def test_tacl_around_a_biphasic_student_names_what_to_install_and_its_export_loads_alone(tmp_path):
-    """A TaCL checkpoint ships TaCL's code only, so a student of this package's own family is parsed only where
+    """A TaCL checkpoint ships TaCL's code only, so a student of this package's own model type is parsed only where
     hf_encoders is installed: a fresh process is told so (not transformers' list of every model type). The
     exported student carries its own code and loads anywhere."""
     import hf_encoders

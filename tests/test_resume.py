@@ -11,12 +11,12 @@ import pytest
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
-from hf_encoders.families import FAMILIES, load
+from hf_encoders.methods import METHODS, load
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.pretrain import build_trainer, pretrain
 from hf_encoders.training.resume import last_complete_checkpoint, resolve_resume
 from hf_encoders.training.streaming import stream_state_file
-from tests.family_specs import TINY_CONFIGS, tiny_run_options
+from tests.method_specs import TINY_CONFIGS, tiny_run_options
 from tests.tiny_models import save_tiny_bert, tiny_tokenizer
 
 MAX_STEPS, SAVE_STEPS, KILLED_AT = 6, 2, 5
@@ -72,10 +72,10 @@ def assert_same_weights(trainer, uninterrupted) -> None:
         assert torch.equal(before, after), name
 
 
-# Every family with token masking, and each word unit with two families (its masks read the packed word starts).
+# Every method with token masking, and each word unit with two methods (its masks read the packed word starts).
 @pytest.mark.parametrize(
     "method, masking",
-    [(method, "token") for method in FAMILIES]
+    [(method, "token") for method in METHODS]
     + [("mlm", "whole_word"), ("tacl", "whole_word"), ("mae_lm", "span"), ("biphasic", "span")],
 )
 def test_a_killed_run_resumes_exactly(method, masking, bert_init, tmp_path):
@@ -215,10 +215,10 @@ def test_partial_checkpoints_are_skipped_and_named(tmp_path):
     assert resolve_resume(None, tmp_path) is None and resolve_resume("false", tmp_path) is None
 
 
-@pytest.mark.parametrize("family", list(TINY_CONFIGS))
-def test_seeded_masks_depend_on_seed_epoch_and_batch_only(family):
+@pytest.mark.parametrize("method", list(TINY_CONFIGS))
+def test_seeded_masks_depend_on_seed_epoch_and_batch_only(method):
     tokenizer = tiny_tokenizer(eos_token="[SEP]")  # the biphasic collator ends documents with EOS
-    collator = load(FAMILIES[family].collator)(tokenizer, seed=7, mlm_probability=0.5)
+    collator = load(METHODS[method].collator)(tokenizer, seed=7, mlm_probability=0.5)
     examples = [{"input_ids": list(range(5, 37))}, {"input_ids": list(range(20, 52))}]
 
     def masked_ids():

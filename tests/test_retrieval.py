@@ -20,7 +20,7 @@ from tests.task_folders import write_ir_folder
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-FAMILIES = ("mlm", "mae_lm", "biphasic", "tacl")
+METHODS = ("mlm", "mae_lm", "biphasic", "tacl")
 BLOCK_SIZE = 32  # tiny_run_arguments'
 
 
@@ -60,12 +60,12 @@ def expected_metrics(folder, split) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def encoders(bert, tmp_path_factory) -> dict[str, Path]:
-    """The encoder folder of a two-step `hf-encoders pretrain` run of each family, written where sentence-transformers
+    """The encoder folder of a two-step `hf-encoders pretrain` run of each method, written where sentence-transformers
     cannot be imported: writing its configuration must not need it."""
     folders = {}
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(sys.modules, "sentence_transformers", None)
-        for method in FAMILIES:
+        for method in METHODS:
             output_dir = tmp_path_factory.mktemp(method)
             arguments = tiny_run_arguments(method, bert, validation_split_percentage=None)
             result = pretrain(arguments, tiny_training_arguments(output_dir, max_steps=2, eval_strategy="no"))
@@ -160,13 +160,13 @@ def unused_weights(log: str) -> tuple[set[str], set[str]]:
     return {row[1] for row in rows}, {row[0] for row in rows}
 
 
-def test_every_family_loads_in_sentence_transformers_with_mean_pooling(encoders, tmp_path):
-    folders = [str(encoders[method]) for method in FAMILIES]
+def test_every_method_loads_in_sentence_transformers_with_mean_pooling(encoders, tmp_path):
+    folders = [str(encoders[method]) for method in METHODS]
     completed = fresh_interpreter(LOAD_EVERY_FOLDER, [json.dumps(folders), json.dumps(TEXTS)], tmp_path)
     assert completed.returncode == 0, completed.stderr[-3000:]
     loaded = json.loads(completed.stdout.splitlines()[-1])
     assert not loaded["hf_encoders_imported"], "the checkpoints must load as where hf-encoders is not installed"
-    for method, folder in zip(FAMILIES, folders):
+    for method, folder in zip(METHODS, folders):
         result = loaded["results"][folder]
         assert result["modules"] == ["Transformer", "Pooling"] and result["pooling"] == "mean", method
         assert result["similarity"] == "cosine", method

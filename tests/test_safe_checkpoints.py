@@ -19,8 +19,8 @@ from safetensors import safe_open
 from transformers import Trainer, TrainingArguments
 
 import hf_encoders
-from tests.family_specs import TINY_CONFIGS, tiny_pretraining_model
 from tests.helpers import auto_map_classes
+from tests.method_specs import TINY_CONFIGS, tiny_pretraining_model
 from tests.tiny_models import CountingExamples, tiny_tacl_config
 
 PACKAGE = Path(hf_encoders.__file__).parent
@@ -55,7 +55,7 @@ def check_weights_are_safetensors(folder: Path, model: torch.nn.Module, allowed_
 
 
 def check_code_is_the_model_folder(folder: Path, model: torch.nn.Module) -> None:
-    """The .py files next to the weights are exactly the family folder's (its __init__ aside), byte-identical, and
+    """The .py files next to the weights are exactly the model folder's (its __init__ aside), byte-identical, and
     the config's auto_map points into them."""
     source = Path(inspect.getfile(type(model))).parent
     expected = {path.name for path in source.glob("*.py")} - {"__init__.py"}
@@ -67,8 +67,8 @@ def check_code_is_the_model_folder(folder: Path, model: torch.nn.Module) -> None
     assert {reference.split(".")[0] + ".py" for reference in auto_map.values()} <= written
 
 
-def family_classes() -> list[tuple[str, str]]:
-    """(model type, class name) for every class in every family's auto_map."""
+def model_classes() -> list[tuple[str, str]]:
+    """(model type, class name) for every class in every method's auto_map."""
     pairs = []
     for model_type, make_config in sorted(TINY_CONFIGS.items()):
         for _, model_class in auto_map_classes(make_config()):
@@ -77,7 +77,7 @@ def family_classes() -> list[tuple[str, str]]:
     return pairs
 
 
-@pytest.mark.parametrize("model_type, class_name", family_classes(), ids=[name for _, name in family_classes()])
+@pytest.mark.parametrize("model_type, class_name", model_classes(), ids=[name for _, name in model_classes()])
 def test_save_pretrained_writes_safetensors_and_the_model_folder(tmp_path, model_type, class_name):
     torch.manual_seed(0)
     model = getattr(hf_encoders, class_name)(TINY_CONFIGS[model_type]())

@@ -1,5 +1,5 @@
 """What run_glue.py, run_qa.py, run_ner.py and run_mlm.py do to a checkpoint, on a pre-training checkpoint of every
-family, in a fresh process that never imports hf_encoders (offline, cwd outside the repository, empty PYTHONPATH,
+method, in a fresh process that never imports hf_encoders (offline, cwd outside the repository, empty PYTHONPATH,
 stdin closed). The harness follows transformers' PyTorch example scripts as of v5.x (upstream main, early 2026):
 
 AutoConfig(num_labels, finetuning_task) -> fast AutoTokenizer (offsets, overflowing windows with a stride, word ids)
@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from hf_encoders.data.tokenizer import train_wordpiece_tokenizer
-from tests.family_specs import FAMILY_SPECS, specs_with
+from tests.method_specs import METHOD_SPECS, specs_with
 
 # The child's data (it builds its `datasets` from these); the tokenizer is trained on the same text.
 GLUE_PAIRS = [
@@ -65,7 +65,7 @@ NER_EXAMPLES = [
     (["mary", "sang", "in", "the", "morning"], ["B-PER", "O", "O", "O", "O"]),
 ]
 
-# One child per family runs the three stock-script paths and writes a JSON report for the parent to check.
+# One child per method runs the three stock-script paths and writes a JSON report for the parent to check.
 CHILD = Path(__file__).with_name("stock_script_child.py")
 
 
@@ -109,10 +109,10 @@ def run_child(runs, tmp_path):
     return json.loads((tmp_path / "results.json").read_text())
 
 
-@pytest.mark.parametrize("family", sorted(specs_with("stock_checkpoints")))
-def test_stock_script_calls_on_a_pretraining_checkpoint(family, tokenizer, tmp_path):
+@pytest.mark.parametrize("method", sorted(specs_with("stock_checkpoints")))
+def test_stock_script_calls_on_a_pretraining_checkpoint(method, tokenizer, tmp_path):
     torch.manual_seed(0)
-    runs = FAMILY_SPECS[family].stock_checkpoints(tokenizer, tmp_path)
+    runs = METHOD_SPECS[method].stock_checkpoints(tokenizer, tmp_path)
     results = run_child(runs, tmp_path)
     assert results.pop("hf_encoders_imported") is False
     classes = {"glue": "SequenceClassification", "qa": "QuestionAnswering", "ner": "TokenClassification"}
@@ -127,7 +127,7 @@ def test_stock_script_calls_on_a_pretraining_checkpoint(family, tokenizer, tmp_p
             if task == "mlm":
                 check_run_mlm(report, name, class_prefix, module_prefix)
                 continue
-            # The class the Auto class picked: the checkpoint's own code for remote families, transformers' otherwise.
+            # The class the Auto class picked: the checkpoint's own code for our models, transformers' otherwise.
             assert report["class"] == report["reloaded_class"] == class_prefix + classes[task], where
             assert report["module"].startswith(module_prefix) and report["reloaded_module"].startswith(module_prefix), (
                 where

@@ -17,9 +17,9 @@ from transformers import (
     default_data_collator,
 )
 
-from hf_encoders import DataCollatorForTaCL, TaclForPreTraining
+from hf_encoders import DataCollatorForTacl, TaclForPreTraining
 from hf_encoders.data import documents_to_sentences, embedded_documents
-from hf_encoders.data.sentence_pairs import build_sentence_pairs
+from hf_encoders.methods.tacl.sentence_pairs import build_sentence_pairs
 from hf_encoders.models.tacl import token_contrastive_loss
 from hf_encoders.training.trainer import PretrainingTrainer
 from tests.helpers import fresh_interpreter
@@ -256,7 +256,7 @@ def masked_pairs(wordpiece_tokenizer, pairs):
     """The pairs masked once (32 tokens each). Trainer restores the RNG only after fetching the first batches of
     a resumed run, so dynamic masking would differ on that step whatever the model does; fixed masks isolate
     what resumption owes to the model: student, teacher, optimizer, scheduler and the dropout RNG."""
-    batch = DataCollatorForTaCL(wordpiece_tokenizer, pad_to_multiple_of=32, seed=0)(pairs.to_list())
+    batch = DataCollatorForTacl(wordpiece_tokenizer, pad_to_multiple_of=32, seed=0)(pairs.to_list())
     return Dataset.from_dict({key: value.tolist() for key, value in batch.items()})
 
 

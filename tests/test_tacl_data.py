@@ -1,13 +1,13 @@
-"""BERT's sentence-pair recipe for NSP and DataCollatorForTaCL."""
+"""BERT's sentence-pair recipe for NSP and DataCollatorForTacl."""
 
 import random
 
 import pytest
 import torch
 
-from hf_encoders import DataCollatorForTaCL
+from hf_encoders import DataCollatorForTacl
 from hf_encoders.data import CorpusError, documents_to_sentences, embedded_documents
-from hf_encoders.data.sentence_pairs import build_sentence_pairs, sample_pairs
+from hf_encoders.methods.tacl.sentence_pairs import build_sentence_pairs, sample_pairs
 
 
 def synthetic_lengths(seed, documents=60, max_sentences=30, max_length=12):
@@ -79,7 +79,7 @@ def test_built_pairs_are_bert_inputs(wordpiece_tokenizer, pairs):
 
 def test_collator_masks_80_10_10_and_passes_pairs_through(wordpiece_tokenizer, pairs):
     examples = pairs.to_list()
-    batch = DataCollatorForTaCL(wordpiece_tokenizer, seed=0)(examples)
+    batch = DataCollatorForTacl(wordpiece_tokenizer, seed=0)(examples)
     assert torch.equal(batch["next_sentence_label"], torch.tensor(pairs["next_sentence_label"]))
     width = batch["input_ids"].shape[1]
     expected_types = [row["token_type_ids"] + [0] * (width - len(row["token_type_ids"])) for row in examples]
@@ -104,6 +104,6 @@ def test_collator_masks_80_10_10_and_passes_pairs_through(wordpiece_tokenizer, p
 
 def test_collator_without_nsp_labels_and_its_errors(wordpiece_tokenizer, pairs):
     examples = [{"input_ids": row["input_ids"]} for row in pairs.select(range(4))]
-    assert "next_sentence_label" not in DataCollatorForTaCL(wordpiece_tokenizer)(examples)
+    assert "next_sentence_label" not in DataCollatorForTacl(wordpiece_tokenizer)(examples)
     with pytest.raises(ValueError, match="mlm=False"):
-        DataCollatorForTaCL(wordpiece_tokenizer, mlm=False)
+        DataCollatorForTacl(wordpiece_tokenizer, mlm=False)

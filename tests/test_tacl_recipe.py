@@ -12,14 +12,14 @@ from datasets import Dataset
 from huggingface_hub import ModelCard
 from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer, BertForMaskedLM, TrainerState
 
-from hf_encoders import DataCollatorForTaCL, TaclForPreTraining
+from hf_encoders import DataCollatorForTacl, TaclForPreTraining
 from hf_encoders.data import documents_to_sentences, embedded_documents
-from hf_encoders.data.sentence_pairs import build_sentence_pairs
-from hf_encoders.export import export_student
+from hf_encoders.methods.tacl.export import export_student
+from hf_encoders.methods.tacl.recipe import TaclRecipe
+from hf_encoders.methods.tacl.sentence_pairs import build_sentence_pairs
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.cards import write_model_card
-from hf_encoders.training.recipes import get_recipe
-from hf_encoders.training.recipes.tacl import TaclRecipe
+from hf_encoders.training.recipe import get_recipe
 from tests.tiny_models import corpus_tokenizer, save_tiny_bert
 
 
@@ -137,7 +137,7 @@ def test_a_real_pretrained_encoder_as_init(caplog):
 
     tokenizer = AutoTokenizer.from_pretrained(minilm)
     pairs = build_sentence_pairs(documents_to_sentences(embedded_documents()[:6]), tokenizer, max_length=64)
-    batch = DataCollatorForTaCL(tokenizer, seed=0)([pairs[i] for i in range(4)])
+    batch = DataCollatorForTacl(tokenizer, seed=0)([pairs[i] for i in range(4)])
     out = model.train()(**batch)
     out.loss.backward()
     assert torch.isfinite(out.loss) and out.tacl_loss > 0 and out.nsp_loss is not None

@@ -6,12 +6,12 @@ import json
 import pytest
 from transformers import AutoTokenizer
 
-from hf_encoders.cli import main
 from hf_encoders.data.corpus_report import CorpusReport
 from hf_encoders.data.mixtures import load_corpus
 from hf_encoders.data.token_cache import FINGERPRINT_FILE, load_cache, tokenizer_hash
 from hf_encoders.training.arguments import PretrainArguments
-from hf_encoders.training.recipes import get_recipe
+from hf_encoders.training.recipe import get_recipe
+from hf_encoders_cli import main
 from tests.tiny_models import corpus_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")

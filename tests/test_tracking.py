@@ -9,15 +9,11 @@ from collections import defaultdict
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from transformers import Trainer, TrainingArguments
 from transformers.trainer_pt_utils import find_batch_size
 
-from hf_encoders.training.callbacks import PerplexityCallback, TaclLossLoggingCallback
 from hf_encoders.training.pretrain import build_trainer
-from hf_encoders.training.trainer import PretrainingTrainer
-from tests.family_specs import tiny_pretraining_model
 from tests.helpers import tiny_run_arguments, tiny_training_arguments
-from tests.tiny_models import CountingExamples, save_tiny_bert
+from tests.tiny_models import save_tiny_bert
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -87,21 +83,3 @@ def test_the_logged_terms_are_the_model_forwards(method, tmp_path):
     assert {name: logged[name] for name in expected} == pytest.approx(expected, rel=1e-5)
     language_modelling = expected["eval_loss" if method == "mae_lm" else "eval_mlm_loss"]
     assert logged["eval_perplexity"] == pytest.approx(math.exp(language_modelling), rel=1e-5)
-
-
-def test_a_0_2_measuring_callback_becomes_a_setting_of_the_trainer(tmp_path):
-    args = TrainingArguments(tmp_path, max_steps=1, report_to="none", use_cpu=True, disable_tqdm=True)
-    model = tiny_pretraining_model("mae_lm")
-    settings = [TaclLossLoggingCallback(), PerplexityCallback("eval_mlm_loss")]
-    with pytest.warns(FutureWarning) as warned:
-        trainer = PretrainingTrainer(model=model, args=args, callbacks=settings)
-    assert [str(warning.message).split(": ")[1] for warning in warned] == [
-        "pass PretrainingTrainer(loss_terms=('tacl_loss', 'mlm_loss', 'nsp_loss')).",
-        "pass PretrainingTrainer(perplexity_loss='eval_mlm_loss').",
-    ]
-    assert trainer.loss_terms == ("tacl_loss", "mlm_loss", "nsp_loss")
-    assert trainer.perplexity_loss == "eval_mlm_loss"
-    assert not set(settings) & set(trainer.callback_handler.callbacks), "settings, not callbacks"
-    plain = Trainer(model=model, args=args, train_dataset=CountingExamples(), callbacks=[TaclLossLoggingCallback()])
-    with pytest.raises(TypeError, match=r"needs hf_encoders.training.trainer.PretrainingTrainer, which measures"):
-        plain.train()

@@ -1,4 +1,4 @@
-"""Training features every family supports through Transformers' own switches: activation checkpointing
+"""Training features every method supports through Transformers' own switches: activation checkpointing
 (`GradientCheckpointingLayer`), the attention implementations (eager, sdpa; flex for biphasic, as Llama, and for
 MAE-LM in tests/test_long_context.py), and the frozen TaCL teacher's memory."""
 
@@ -6,20 +6,20 @@ import pytest
 import torch
 from transformers import PreTrainedModel
 
-from hf_encoders.cli import main
 from hf_encoders.training.pretrain import build_trainer
-from tests.family_specs import FAMILY_SPECS, specs_with
+from hf_encoders_cli import main
 from tests.helpers import tiny_run_arguments, tiny_training_arguments
+from tests.method_specs import METHOD_SPECS, specs_with
 from tests.tiny_models import MASK_TOKEN_ID, sample_batch
 
 # Dropout off, so that checkpointing's recomputed forward is the same function as the first one.
-FAMILIES = {name: FAMILY_SPECS[name].dropout_free_model for name in specs_with("dropout_free_model")}
+MODELS = {name: METHOD_SPECS[name].dropout_free_model for name in specs_with("dropout_free_model")}
 
 
-def training_batch(family: str) -> dict:
+def training_batch(method: str) -> dict:
     batch = sample_batch()
     batch["labels"] = torch.where(batch["input_ids"] == MASK_TOKEN_ID, 7, -100)
-    if family == "tacl":
+    if method == "tacl":
         batch["next_sentence_label"] = torch.tensor([0, 1])
     return batch
 
@@ -30,11 +30,11 @@ def gradients(model, batch) -> dict[str, torch.Tensor]:
     return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_activation_checkpointing_gives_the_same_gradients(family):
+@pytest.mark.parametrize("method", sorted(MODELS))
+def test_activation_checkpointing_gives_the_same_gradients(method):
     torch.manual_seed(0)
-    model = FAMILIES[family]().train()
-    batch = training_batch(family)
+    model = MODELS[method]().train()
+    batch = training_batch(method)
     plain = gradients(model, batch)
     model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     checkpointed_layers = [m for m in model.modules() if getattr(m, "gradient_checkpointing", False)]
@@ -45,11 +45,11 @@ def test_activation_checkpointing_gives_the_same_gradients(family):
         torch.testing.assert_close(checkpointed[name], gradient, msg=name)
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_eager_and_sdpa_train_alike(family, monkeypatch):
+@pytest.mark.parametrize("method", sorted(MODELS))
+def test_eager_and_sdpa_train_alike(method, monkeypatch):
     torch.manual_seed(0)
-    model = FAMILIES[family]().train()
-    batch = training_batch(family)
+    model = MODELS[method]().train()
+    batch = training_batch(method)
     sdpa_calls = []
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
@@ -69,7 +69,7 @@ def test_eager_and_sdpa_train_alike(family, monkeypatch):
 
 
 def test_mae_lm_refuses_flash_attention_that_cannot_take_its_relative_bias():
-    model = FAMILIES["mae_lm"]()
+    model = MODELS["mae_lm"]()
     with pytest.raises(ValueError, match=r"relative position bias, one per head.*Use 'sdpa' \(the default"):
         model.set_attn_implementation("flash_attention_2")
 
@@ -104,7 +104,7 @@ def test_biphasic_runs_flex_attention_in_both_objectives():
     """Llama's mask builders give flex_attention a causal or a bidirectional BlockMask (with padding); on CPU
     flex_attention is compiled by inductor (about 30 s)."""
     torch.manual_seed(0)
-    model = FAMILIES["biphasic"]().eval()
+    model = MODELS["biphasic"]().eval()
     batch = sample_batch()
     real = batch["attention_mask"].bool()
     for objective in ("mlm", "clm"):
@@ -121,7 +121,7 @@ def test_the_tacl_teacher_holds_no_memory_for_backward():
     (Only its last states, which the contrastive loss reads, live until the backward.) Its weights are frozen and
     its input is token ids, so grad mode alone decides: the hook below makes its embeddings' output require a
     gradient, as `enable_input_require_grads` (PEFT, reentrant checkpointing) does for an encoder's embeddings."""
-    model = FAMILIES["tacl"]().train()
+    model = MODELS["tacl"]().train()
     model.teacher.get_input_embeddings().register_forward_hook(lambda module, inputs, output: output.requires_grad_())
     saved_in = {"teacher": 0, "student": 0}
     running = []

@@ -14,7 +14,7 @@ from hf_encoders import (
     MaeLmForTokenClassification,
     MaeLmModel,
 )
-from hf_encoders.models.packed_sequences import Unpadded
+from hf_encoders.models._shared.packed_sequences import Unpadded
 from tests.tiny_models import VOCAB_SIZE, tiny_biphasic_config, tiny_mae_lm_config
 
 MODELS = [

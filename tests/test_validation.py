@@ -11,9 +11,8 @@ from datasets import Dataset
 from transformers import AutoModel, AutoTokenizer, TrainingArguments
 
 from hf_encoders.analysis import layerwise_report
-from hf_encoders.cli import main
 from hf_encoders.data.corpus import load_documents
-from hf_encoders.families import FAMILIES
+from hf_encoders.methods import METHODS
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.pretrain import build_trainer, pretrain
 from hf_encoders.training.validation import (
@@ -22,6 +21,7 @@ from hf_encoders.training.validation import (
     probe_sentences,
     split_validation,
 )
+from hf_encoders_cli import main
 from tests.helpers import tiny_run_arguments, tiny_training_arguments
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 EVAL_TERMS = {"tacl": {"eval_tacl_loss", "eval_mlm_loss", "eval_nsp_loss"}}
 
 
-@pytest.mark.parametrize("method", list(FAMILIES))
+@pytest.mark.parametrize("method", list(METHODS))
 def test_every_method_logs_a_validation_loss_per_objective_and_a_perplexity(method, bert, tmp_path):
     trainer = build_trainer(tiny_run_arguments(method, bert), tiny_training_arguments(tmp_path))
     trainer.train()

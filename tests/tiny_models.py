@@ -1,5 +1,5 @@
-"""Tiny configurations of the model families and their students, and the tiny tokenizers, models and data built on
-them, shared by the tests. A family's tests find its tiny config in its specification (tests/family_specs.py)."""
+"""Tiny configurations of the models and their students, and the tiny tokenizers, models and data built on
+them, shared by the tests. A method's tests find its tiny config in its specification (tests/method_specs.py)."""
 
 import torch
 from transformers import BertConfig
@@ -179,7 +179,7 @@ def save_tiny_mae_lm(folder) -> str:
 
 
 def extra_inputs(method: str, batch_size: int) -> dict:
-    """What a family's pre-training forward needs besides ids, mask and labels (TaCL's BERT student: NSP)."""
+    """What a method's pre-training forward needs besides ids, mask and labels (TaCL's BERT student: NSP)."""
     return {"next_sentence_label": torch.zeros(batch_size, dtype=torch.long)} if method == "tacl" else {}
 
 

@@ -5,11 +5,14 @@ import functools
 import json
 from pathlib import Path
 
+from transformers import TrainerState
+
 from hf_encoders.analysis.unigram import token_counts
 from hf_encoders.analysis.unigram import unigram_entropy as entropy_of
 from hf_encoders.evaluation.grid import read_results
 from hf_encoders.evaluation.report import Cell, summarize
-from hf_encoders.training.encoder_hold import held_steps_in_card
+from hf_encoders.methods.mae_lm.encoder_hold import held_steps as held_steps_of
+from hf_encoders.training.resume import last_complete_checkpoint
 
 
 def folders_of(root: Path) -> list[Path]:
@@ -101,9 +104,12 @@ def peak_rate(root: Path, run: str) -> float:
 
 
 def held_steps(root: Path, run: str) -> int | None:
-    """The steps `pretrain --hold_encoder_steps` held the run's encoder still, from its model card."""
-    card = root / "pretrain" / run / "README.md"
-    return held_steps_in_card(card.read_text()) if card.exists() else None
+    """The steps `pretrain --hold_encoder_steps` held the run's encoder still, from its last checkpoint's
+    trainer_state.json (the run keeps one: reproduce.py saves with --save_total_limit 1)."""
+    checkpoint = last_complete_checkpoint(root / "pretrain" / run)
+    if checkpoint is None:
+        return None
+    return held_steps_of(TrainerState.load_from_json(str(checkpoint / "trainer_state.json")))
 
 
 def pretraining_seed_roots(root: Path, experiment: str) -> list[Path]:

@@ -1,8 +1,8 @@
 """Text to model inputs: load a corpus, split it into sentences, train or load a tokenizer, pack blocks."""
 
+from ..errors import CorpusError, TokenizerLoadError
 from .corpus import load_documents
 from .embedded import embedded_documents
-from .errors import CorpusError, TokenizerLoadError
 from .masking_units import word_start_mask
 from .packing import pack_bert_style, pack_llama_style, tokenize_documents
 from .sentences import documents_to_sentences, split_sentences

@@ -15,7 +15,7 @@ import datasets
 import pyarrow.compute as pc
 from datasets import Dataset, IterableDataset
 
-from .errors import CorpusError
+from ..errors import CorpusError
 
 # How JSON calls what json.loads returns, for the messages.
 JSON_TYPES = {

@@ -10,9 +10,9 @@ from pathlib import Path
 import datasets
 from datasets import Dataset, IterableDataset
 
+from ..errors import CorpusError, hub_unreachable_reason
 from .bad_rows import SkippedRows, check_bad_rows, read_jsonl
 from .embedded import embedded_documents
-from .errors import CorpusError, hub_unreachable_reason
 from .sentences import PARAGRAPH_BREAK
 
 EMBEDDED = "embedded"

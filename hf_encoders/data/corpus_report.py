@@ -3,8 +3,10 @@ and the bad rows skipped. A token cache keeps its report, so a run from the cach
 
 from dataclasses import dataclass, field
 
+from datasets import Dataset, IterableDataset
+
 from .bad_rows import SkippedRows
-from .mixtures import Source, SourceShares, parse_sources
+from .mixtures import Source, SourceShares, load_corpus, parse_sources
 
 
 @dataclass
@@ -49,3 +51,22 @@ class CorpusReport:
         skipped = SkippedRows()
         skipped.recorded, skipped.first_reason = recorded["skipped_rows"], recorded["first_skipped_row"]
         return cls(shares, skipped)
+
+
+def run_documents(args, seed: int) -> tuple[Dataset | IterableDataset, CorpusReport]:
+    """The documents of `--corpus` (mixed with `seed` if it names several sources; bad rows checked) and the report
+    that counts what each source contributed and the rows skipped, as a run reads them; `args` are a run's
+    `PretrainArguments`."""
+    report = CorpusReport.for_corpus(args.corpus)
+    documents = load_corpus(
+        report.shares,
+        seed,
+        dataset_config=args.dataset_config,
+        text_column=args.text_column,
+        streaming=args.streaming,
+        skip_bad_rows=args.skip_bad_rows,
+        skipped=report.skipped,
+    )
+    if args.max_documents is not None:
+        documents = documents.take(args.max_documents)
+    return documents, report

@@ -1,18 +1,7 @@
-"""The errors the data pipeline raises for bad input: `ValueError`s whose message names the fix."""
+"""hf_encoders.data.errors is deprecated and goes in 0.4: import from hf_encoders.errors (or hf_encoders.data)."""
 
-from huggingface_hub import is_offline_mode
+import warnings
 
+from ..errors import *  # noqa: F403
 
-class CorpusError(ValueError):
-    """A corpus that cannot be used as given; the message names the file or option at fault and the fix."""
-
-
-class TokenizerLoadError(ValueError):
-    """A tokenizer name or path that cannot be loaded; the message says what to pass instead."""
-
-
-def hub_unreachable_reason() -> str:
-    """Why a name that is not a local path could not be fetched from the Hub, for an error message."""
-    if is_offline_mode():
-        return "HF_HUB_OFFLINE is set, so nothing is downloaded"
-    return "it is not on the Hugging Face Hub under that name, or there is no network"
+warnings.warn(__doc__, FutureWarning, stacklevel=2)

@@ -2,7 +2,7 @@
 
 Word boundaries come from the fast tokenizer's word ids (any tokenizer model: WordPiece, BPE, SentencePiece), carried
 to the collator as a `word_starts` column: 1 on the first token of every word, which `word_start_mask` computes and
-packing (data/packing.py) and sentence pairs (data/sentence_pairs.py) keep. A unit never contains a special token or
+packing (data/packing.py) and TaCL's sentence pairs (methods/tacl/sentence_pairs.py) keep. A unit never contains a special token or
 padding and never crosses one, nor a document start in a packed row (`position_ids` restarting at 0): every document
 a packed row holds is ended or started by a special token, so no word or span runs from one document into the next.
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import pyarrow.compute as pc
 from datasets import Dataset, IterableDataset, interleave_datasets
 
+from ..errors import CorpusError
 from .corpus import EMBEDDED, load_documents
-from .errors import CorpusError
 
 STOPPING_STRATEGY = "all_exhausted"
 

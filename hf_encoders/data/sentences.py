@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from datasets import Dataset, IterableDataset
 
-from .errors import CorpusError
+from ..errors import CorpusError
 
 # Longer than a few sentences of prose: a document this long without one boundary is not prose.
 MAX_CHARS_WITHOUT_BOUNDARY = 1000

@@ -5,18 +5,28 @@ A cache folder holds the blocks (`Dataset.save_to_disk`), `tokenizer/` (the toke
 packing style, whether word boundaries are stored), the package version that wrote it and the corpus report (sources,
 weights, realised shares, bad rows skipped). The fingerprint is written last, so a folder without one is an
 unfinished cache. A run whose tokenizer, block size or packing differs from the cache's is refused, with what differs.
+
+The whole policy is here: what a run's blocks must match (`run_fingerprint`), how a cache is built (`build_cache`, for
+`hf-encoders tokenize` and for the first `pretrain --tokenized_dir` run), and how a run trains from one
+(`cached_blocks`). A `recipe` is the run's method's (training/recipe.py), `args` its `PretrainArguments`.
 """
 
 import hashlib
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 from datasets import Dataset, IterableDataset, load_from_disk
 from transformers import PreTrainedTokenizerBase
+from transformers.utils import logging
 
-from .corpus_report import CorpusReport
-from .errors import CorpusError
+from ..errors import CorpusError
+from ..methods import METHODS, load
+from .corpus_report import CorpusReport, run_documents
+from .mixtures import parse_sources
+
+logger = logging.get_logger(__name__)
 
 FINGERPRINT_FILE = "hf_encoders_cache.json"
 TOKENIZER_FOLDER = "tokenizer"
@@ -115,3 +125,64 @@ def load_cache(folder: str | Path, expected: dict) -> tuple[Dataset, CorpusRepor
             "options (hf-encoders tokenize), or run with the cache's."
         )
     return load_from_disk(str(folder)), CorpusReport.from_dict(recorded["corpus"])
+
+
+def packing_style(recipe, args) -> str:
+    """How a method lays tokens out in a row, as the cache's fingerprint records it."""
+    return recipe.packing_style + (", documents kept apart (position_ids)" if args.pack_documents else "")
+
+
+def run_fingerprint(recipe, args, tokenizer: PreTrainedTokenizerBase) -> dict:
+    return cache_fingerprint(tokenizer, args.block_size, packing_style(recipe, args), recipe.needs_word_starts(args))
+
+
+def build_cache(recipe, args, folder: Path, seed: int) -> CorpusReport:
+    """Load the corpus, make the recipe's blocks and write them, with their tokenizer and fingerprint, to `folder`;
+    the corpus report."""
+    recipe.check_arguments(args)
+    require_new_folder(folder)  # before the corpus is tokenized, not after
+    documents, report = run_documents(args, seed)
+    tokenizer = recipe.build_tokenizer(args, documents)
+    if isinstance(documents, IterableDataset):
+        report.shares.forget()  # what training the tokenizer read; the blocks are made from a new read
+    recipe.check_tokenizer(args, tokenizer)
+    blocks = recipe.build_dataset(args, tokenizer, documents)
+    written = write_cache(folder, blocks, tokenizer, run_fingerprint(recipe, args, tokenizer), report)
+    logger.info(f"Wrote {len(written):,} blocks of {args.block_size} tokens to {folder}.")
+    return report
+
+
+def cached_blocks(recipe, args, training_args):
+    """(tokenizer, blocks, corpus report) of `--tokenized_dir`, which the main process builds first if it is not a
+    cache yet (the other processes wait, then read it). The run's tokenizer is the one it would have without a cache
+    (--tokenizer_name, the checkpoint's), or else the cache's; either way it must be the one the blocks were made with."""
+    folder = Path(args.tokenized_dir)
+    with training_args.main_process_first(local=False, desc="building the token cache"):
+        if training_args.process_index == 0 and not is_cache(folder):
+            build_cache(recipe, args, folder, seed=training_args.seed)
+    check_cache_method(recipe, folder)
+    if args.tokenizer_name is None and not args.starting_checkpoint:
+        args = replace(args, tokenizer_name=str(folder / TOKENIZER_FOLDER))
+    # Named or saved with the cache or checkpoint, the tokenizer is loaded, never trained: there are no documents.
+    tokenizer = recipe.build_tokenizer(args, Dataset.from_dict({"text": []}))
+    blocks, report = load_cache(folder, run_fingerprint(recipe, args, tokenizer))
+    if args.corpus is not None and parse_sources(args.corpus) != report.sources:
+        logger.warning(
+            f"--corpus {args.corpus} is not what {folder} was made from "
+            f"({','.join(f'{source.name}:{source.weight:g}' for source in report.sources)}); training on the cache."
+        )
+    return tokenizer, blocks, report
+
+
+def check_cache_method(recipe, folder: Path) -> None:
+    """Refuse a cache laid out for other methods, saying so: its tokenizer differs too (biphasic's adds BOS and EOS),
+    but that follows from the method, and the fix is a cache made for this one."""
+    packing = read_fingerprint(folder)["packing"]
+    if packing.startswith(recipe.packing_style):  # --pack_documents adds to the style; load_cache compares it whole
+        return
+    makers = [name for name, method in METHODS.items() if packing.startswith(load(method.recipe).packing_style)]
+    raise CorpusError(
+        f"--tokenized_dir {folder} holds {packing}, made for --method {' or '.join(makers) or 'another method'}; "
+        f"--method {recipe.name} trains on {recipe.packing_style}. Make a cache for it: pass a new --tokenized_dir "
+        f"folder, which pretrain fills from the corpus first, or run hf-encoders tokenize --method {recipe.name}."
+    )

@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 from transformers import AutoTokenizer, BertTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-from .errors import TokenizerLoadError, hub_unreachable_reason
+from ..errors import TokenizerLoadError, hub_unreachable_reason
 
 
 def train_wordpiece_tokenizer(

@@ -1,5 +1,6 @@
-"""`hf-encoders evaluate`: paper 004's fine-tuning protocol (SC, TC, QA and IR tasks x learning rates x seeds) for any
-encoder checkpoint, with a report of the best rate per model and task and the spread across seeds."""
+"""`hf-encoders evaluate`: the fine-tuning protocol of *Should We Still Pretrain Encoders with Masked Language
+Modeling?* (Gisserot-Boukhlef et al., 2025): SC, TC, QA and IR tasks x learning rates x seeds, for any encoder
+checkpoint, with a report of the best rate per model and task and the spread across seeds."""
 
 from .command import evaluate
 from .finetune import RunSettings, fine_tune

@@ -1,4 +1,5 @@
-"""`hf-encoders evaluate` and its Python twin `evaluate()`: paper 004's fine-tuning protocol over any checkpoints.
+"""`hf-encoders evaluate` and its Python twin `evaluate()`: the fine-tuning protocol of *Should We Still Pretrain
+Encoders with Masked Language Modeling?* (Gisserot-Boukhlef et al., 2025), over any checkpoints.
 
 hf-encoders evaluate MODEL [MODEL ...] --task KIND:SOURCE [--task ...] --output_dir DIR
 """
@@ -7,7 +8,6 @@ import argparse
 import logging
 from pathlib import Path
 
-from ..flag_spellings import accept_dashed_spellings
 from .finetune import pooling_of
 from .grid import DEFAULT_LEARNING_RATES, DEFAULT_SEEDS, Protocol, run_grid
 from .report import write_report
@@ -61,8 +61,9 @@ def comma_separated(cast):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hf-encoders evaluate",
-        description="Fine-tune checkpoints with paper 004's protocol (rates x seeds, best rate on validation) and "
-        "write REPORT.md, results.jsonl, results.json and stability plots.",
+        description="Fine-tune checkpoints with the protocol of 'Should We Still Pretrain Encoders with Masked "
+        "Language Modeling?' (Gisserot-Boukhlef et al., 2025: rates x seeds, best rate on validation) and write "
+        "REPORT.md, results.jsonl, results.json and stability plots.",
     )
     parser.add_argument("models", nargs="+", metavar="MODEL", help="checkpoint folders or Hub ids")
     parser.add_argument(
@@ -92,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(accept_dashed_spellings(argv, parser))
+    args = parser.parse_args(argv)
     if not args.learning_rates or not args.seeds:
         raise ValueError("--learning_rates and --seeds each need at least one value, e.g. --seeds 0,1,2.")
     if args.max_steps < 1 or args.per_device_train_batch_size < 1 or not 0 <= args.warmup_ratio < 1:

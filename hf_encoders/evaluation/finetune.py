@@ -1,5 +1,5 @@
-"""One fine-tuning run of paper 004's protocol on a sequence classification (sc), token classification (tc) or
-extractive QA (qa) task, on any checkpoint Transformers loads.
+"""One fine-tuning run of the protocol of Gisserot-Boukhlef et al. (2025) on a sequence classification (sc), token
+classification (tc) or extractive QA (qa) task, on any checkpoint Transformers loads.
 
 The head is the checkpoint's own, from the Auto classes (biphasic checkpoints classify on mean pooling, as in the
 paper); the preprocessing is what run_glue.py, run_ner.py and run_qa.py do; training is `Trainer` with the
@@ -131,7 +131,7 @@ def pooling_of(model_path: str, trust_remote_code: bool = False) -> str:
     every token, so pooling is a question for SC only)."""
     config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
     if config.model_type == "biphasic":
-        return "mean pooling (paper 004)"
+        return "mean pooling (Gisserot-Boukhlef et al., 2025)"
     if config.model_type == "tacl":
         return "none: a TaCL training state has no task heads (`hf-encoders export` its student)"
     own_heads = {
@@ -147,10 +147,10 @@ def pooling_of(model_path: str, trust_remote_code: bool = False) -> str:
 
 
 def check_head(model_path: str, config, kind: str) -> None:
-    """Refuse a checkpoint whose family has no head of this kind, before loading any weights."""
+    """Refuse a checkpoint whose model has no head of this kind, before loading any weights."""
     head = HEADS[kind]
     # What the Auto class itself consults: its table of config classes (Transformers' own and those registered, as
-    # hf_encoders registers its families), then a remote-code checkpoint's auto_map.
+    # hf_encoders registers its models), then a remote-code checkpoint's auto_map.
     if type(config) in head._model_mapping or head.__name__ in (getattr(config, "auto_map", None) or {}):
         return
     raise ValueError(
@@ -251,7 +251,8 @@ class SequenceClassification(LabelledFinetuneRecipe):
 
     def model_options(self, config) -> dict:
         options = super().model_options(config)
-        # Paper 004 classifies biphasic encoders on mean-pooled states, whatever pooling the checkpoint was saved with.
+        # Gisserot-Boukhlef et al. (2025) classify biphasic encoders on mean-pooled states, whatever pooling the
+        # checkpoint was saved with.
         return {**options, "classifier_pooling": "mean"} if config.model_type == "biphasic" else options
 
     def tokenize(self, batch: dict) -> dict:

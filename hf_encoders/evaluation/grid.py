@@ -1,4 +1,5 @@
-"""The grid of paper 004's protocol: every model x task x learning rate x seed, one fine-tuning run each.
+"""The grid of the fine-tuning protocol of Gisserot-Boukhlef et al. (2025): every model x task x learning rate x
+seed, one fine-tuning run each.
 
 Each finished run is one line of `results.jsonl`, appended only once its metrics exist, so an interrupted grid
 leaves no half-written result and a rerun skips what is done: a run is identified by model, task, learning rate,
@@ -35,7 +36,7 @@ DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 
 @dataclass(frozen=True)
 class Protocol:
-    """What every run of a grid shares (paper 004: up to 1,000 steps or one epoch, batch 32, 10% warmup)."""
+    """What every run of a grid shares (the paper's: up to 1,000 steps or one epoch, batch 32, 10% warmup)."""
 
     max_steps: int = 1000
     batch_size: int = 32

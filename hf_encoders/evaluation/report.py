@@ -1,6 +1,6 @@
 """What a grid's results say: per model x task, the best learning rate by validation mean and mean ± std over seeds
 at that rate (REPORT.md, results.json), and the seeds of every rate as a strip plot per task (the stability picture
-paper 004 studies)."""
+Gisserot-Boukhlef et al., 2025, study)."""
 
 import json
 import math
@@ -13,9 +13,13 @@ from scipy import stats
 
 from .tasks import MAIN_METRIC
 
-# Every score is reported on 0-100, as paper 004 reports them; the SQuAD metrics already are (as the official script).
+# Every score is reported on 0-100, as Gisserot-Boukhlef et al. (2025) report them; the SQuAD metrics already are
+# (as the official script).
 ALREADY_PERCENT = {"qa"}
-SCALE_NOTE = "Scores are on 0-100 (accuracy, entity F1, SQuAD F1 and nDCG@10 in percent, as paper 004 reports them)."
+SCALE_NOTE = (
+    "Scores are on 0-100 (accuracy, entity F1, SQuAD F1 and nDCG@10 in percent, as Gisserot-Boukhlef et al., 2025, "
+    "report them)."
+)
 SCORE_RANGE = (0.0, 100.0)
 
 
@@ -93,7 +97,7 @@ def write_report(results: list[dict], output_dir: Path, protocol: dict, poolings
     tasks = list(dict.fromkeys(cell.task for cell in cells))
     plots = {task: plot_task(task, [c for c in cells if c.task == task], names, output_dir) for task in tasks}
     (output_dir / "results.json").write_text(json.dumps(summary_json(cells, protocol), indent=1))
-    lines = ["# Fine-tuning evaluation (paper 004's protocol)", ""]
+    lines = ["# Fine-tuning evaluation (the protocol of Gisserot-Boukhlef et al., 2025)", ""]
     lines += comparison_table(cells, names, tasks)
     lines += ["", "## Per model and task", ""]
     lines += detail_table(cells, names)

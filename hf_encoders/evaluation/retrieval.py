@@ -1,8 +1,8 @@
-"""One retrieval (IR) run of paper 004's protocol: InfoNCE with in-batch negatives on mean pooling, through
-sentence-transformers (the `retrieval` extra).
+"""One retrieval (IR) run of the protocol of Gisserot-Boukhlef et al. (2025): InfoNCE with in-batch negatives on
+mean pooling, through sentence-transformers (the `retrieval` extra).
 
 Every checkpoint is embedded the same way, whatever configuration it carries: the mean of its last hidden states over
-real tokens, so families are compared on one pooling, the paper's. Training is `MultipleNegativesRankingLoss`
+real tokens, so models are compared on one pooling, the paper's. Training is `MultipleNegativesRankingLoss`
 (each query against every positive of its batch, and every hard negative where the task has a `negative` column),
 on batches without duplicate texts, for which an in-batch "negative" would be a positive. Evaluation ranks
 all of a split's passages (positives and negatives) for each of its queries with `InformationRetrievalEvaluator`.

@@ -1,5 +1,5 @@
 """The tasks `hf-encoders evaluate` fine-tunes on: `KIND:SOURCE`, where SOURCE is a local folder of JSON lines or a
-preset naming one of paper 004's public data sets.
+preset naming one of the public data sets of Gisserot-Boukhlef et al. (2025).
 
 Whatever the source, a `Task` holds the same columns (COLUMNS) with labels and tags as integer ids into
 `label_names`, so fine-tuning never looks at where the data came from. Local folders are checked line by line
@@ -27,7 +27,8 @@ COLUMNS = {
 }
 # The column holding a kind's labels (sc) or per-word tags (tc).
 LABEL_COLUMN = {"sc": "label", "tc": "tags"}
-# Paper 004 (appendix B) holds 5% of the training set out for validation, and reports the official validation split.
+# Gisserot-Boukhlef et al. (2025, appendix B) hold 5% of the training set out for validation, and report the official
+# validation split.
 HELD_OUT_FRACTION = 0.05
 HELD_OUT_SEED = 0
 
@@ -51,7 +52,7 @@ class Preset:
     config: str | None
     columns: dict[str, str]  # our column -> the data set's
     test_split: str  # reported as test
-    validation_split: str | None = None  # None: HELD_OUT_FRACTION of train, as paper 004 does
+    validation_split: str | None = None  # None: HELD_OUT_FRACTION of train, as the paper does
     revision: str | None = None
     # Builds our columns from a batch of the data set's rows, where a renaming is not enough (MS MARCO).
     convert: Callable[[dict], dict] | None = None

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 
 from ..data.masking_units import MASKING_UNITS
 from ..data.token_cache import recorded_block_size
-from ..families import FAMILIES
+from ..methods import METHODS
 
 # Tokens per example when neither --block_size nor a --tokenized_dir cache says.
 DEFAULT_BLOCK_SIZE = 128
@@ -23,7 +23,7 @@ TRAINER_OPTION_HELP = {
 @dataclass
 class PretrainArguments:
     method: str = field(
-        metadata={"help": f"Pre-training method: {', '.join(FAMILIES)} (mlm is the plain BERT baseline)."}
+        metadata={"help": f"Pre-training method: {', '.join(METHODS)} (mlm is the plain BERT baseline)."}
     )
     corpus: str | None = field(
         default=None,
@@ -140,9 +140,8 @@ class PretrainArguments:
         default=None,
         metadata={
             "help": "mae_lm from a pretrained encoder: hold the encoder (all but the word embeddings the LM head "
-            "shares) still for the first N steps, while the fresh decoder learns to read it. Without it, "
-            "all-MiniLM-L6-v2 continued with the default --mask_in_encoder_fraction 0 collapsed onto one vector "
-            "within 300 steps."
+            "shares) still for the first N steps, while the fresh decoder learns to read it; without it, a fresh "
+            "decoder can pull the encoder's states onto one vector (experiments/REPORT.md)."
         },
     )
     pack_documents: bool = field(

@@ -1,6 +1,8 @@
 """Model cards: `model_cards/<method>.md` (Jinja, huggingface_hub's ModelCard) rendered next to the weights."""
 
 import statistics
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from huggingface_hub import ModelCard, ModelCardData
@@ -10,7 +12,19 @@ from .diagnostics import collapse
 from .loss_curves import loss_series
 
 EMBEDDED_CORPUS = "English prose embedded from Python's standard library documentation"
-TEMPLATES = Path(__file__).parent.parent / "model_cards"
+
+
+def card_templates() -> Traversable:
+    """The repository's top folder model_cards/, which an installed hf-encoders (a wheel, or an editable install)
+    holds as the package data of `hf_encoders.model_cards`; where a checkout is imported without being installed
+    (PYTHONPATH), that folder itself."""
+    try:
+        return resources.files("hf_encoders.model_cards")
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parents[2] / "model_cards"
+
+
+TEMPLATES = card_templates()
 
 
 def hub_reference(name: str | None) -> str | None:
@@ -81,7 +95,7 @@ def write_model_card(
     )
     card = ModelCard.from_template(
         card_data,
-        template_path=str(TEMPLATES / f"{template or recipe.family.card_template}.md"),
+        template_str=(TEMPLATES / f"{template or recipe.method.card_template}.md").read_text(encoding="utf-8"),
         model_id=model_id or (folder.parent if subfolder else folder).name,
         subfolder=subfolder,
         on_hub=model_id is not None,

@@ -13,7 +13,7 @@ from pathlib import Path
 from transformers import PretrainedConfig
 from transformers.utils import logging
 
-from ..families import Family, family_of_model_type
+from ..methods import Method, method_of_model_type
 from .resume import complete_checkpoints
 
 logger = logging.get_logger(__name__)
@@ -58,7 +58,7 @@ def saved_model_type(folder: Path) -> str | None:
     return None
 
 
-def prepare_output_dir(folder: Path, family: Family, overwrite: bool, resume_checkpoint: str | None) -> None:
+def prepare_output_dir(folder: Path, method: Method, overwrite: bool, resume_checkpoint: str | None) -> None:
     """Refuse a folder holding another method's model, or checkpoints of a run this one does not continue (with the
     fix), or clear what a run wrote there before."""
     if folder.exists() and not folder.is_dir():
@@ -76,11 +76,11 @@ def prepare_output_dir(folder: Path, family: Family, overwrite: bool, resume_che
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
         return
     model_type = saved_model_type(folder)
-    if model_type is not None and model_type != family.model_type:
-        held = family_of_model_type(model_type)
+    if model_type is not None and model_type != method.model_type:
+        held = method_of_model_type(model_type)
         raise ValueError(
             f"--output_dir {folder} holds a model of {held.title if held else 'another kind'} ({model_type!r} in "
-            f"its config.json), not of {family.title}: its files would stay beside the new model's. Pass a new "
+            f"its config.json), not of {method.title}: its files would stay beside the new model's. Pass a new "
             "--output_dir, or add --overwrite_output_dir to remove what hf-encoders wrote there before."
         )
     check_earlier_checkpoints(folder, resume_checkpoint)

@@ -22,7 +22,8 @@ from transformers import (
 from transformers.utils import logging
 
 from ..analysis import plot_training_diagnostics
-from ..data.corpus_report import CorpusReport
+from ..data.corpus_report import CorpusReport, run_documents
+from ..data.token_cache import cached_blocks
 from .arguments import TRAINER_OPTION_HELP, PretrainArguments
 from .cards import write_model_card
 from .diagnostics import DiagnosticsCallback
@@ -33,11 +34,10 @@ from .masking_epoch import MaskingEpochCallback
 from .numerics import NonFiniteLossCallback
 from .output_dir import prepare_output_dir, where_line
 from .preemption import PreemptionCallback
-from .recipes import get_recipe
+from .recipe import get_recipe
 from .resume import resolve_resume
 from .sentence_transformers_config import write_sentence_transformers_config
 from .streaming import StreamingPretrainingTrainer, stream_for_this_rank
-from .tokenize import cached_blocks, run_documents
 from .trainer import PretrainingTrainer
 from .validation import (
     check_validation_arguments,
@@ -86,10 +86,10 @@ def set_attn_implementation(model, implementation: str | None) -> None:
 
 def prefer_aten_random_numbers(training_args: TrainingArguments) -> None:
     """A compiled CPU run draws dropout's random numbers with aten, as eager does: inductor's own CPU kernels draw
-    them more slowly (bench/README.md: TaCL's compiled step took 0.545 s with inductor's, 0.500 s with aten's, 0.535 s
-    eager). On a GPU, inductor's generator, fused into its kernels, is the fast one and stays."""
+    them more slowly (bench/README.md, "torch.compile through the pretrain command"). On a GPU, inductor's generator,
+    fused into its kernels, is the fast one and stays."""
     if training_args.torch_compile and training_args.device.type == "cpu":
-        import torch._inductor.config  # here, as it takes 1.5 s to import and only a compiled run needs it
+        import torch._inductor.config  # here, as it is slow to import and only a compiled run needs it
 
         torch._inductor.config.fallback_random = True
 
@@ -196,7 +196,7 @@ def build_trainer(
         if training_args.process_index == 0:
             prepare_output_dir(
                 Path(training_args.output_dir),
-                recipe.family,
+                recipe.method,
                 overwrite=args.overwrite_output_dir,
                 resume_checkpoint=resume_from_checkpoint,
             )

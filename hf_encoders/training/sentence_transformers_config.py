@@ -5,11 +5,11 @@ Plain JSON in the layout sentence-transformers 6.2 saves (modules.json, sentence
 config_sentence_transformers.json): writing it needs no sentence-transformers, only loading it does (the `retrieval`
 extra).
 
-Every family pools by the mean of the last hidden states over real tokens:
-- biphasic: paper 004 fine-tunes and evaluates its encoders on mean pooling (SC and IR alike);
+Every method pools by the mean of the last hidden states over real tokens:
+- biphasic: Gisserot-Boukhlef et al. (2025) fine-tune and evaluate their encoders on mean pooling (SC and IR alike);
 - MAE-LM and the MLM baseline: they train no sentence-level token ([CLS] gets no objective of its own), so the mean
   is the embedding that uses what pre-training taught, and it is what the IR protocol of `hf-encoders evaluate`
-  trains on, keeping every family comparable;
+  trains on, keeping every method comparable;
 - TaCL: its token-level contrastive objective shapes every token's representation, not [CLS]; the NSP head, where
   there is one, trains the pooler, which is a classifier's input, not a retrieval embedding.
 """

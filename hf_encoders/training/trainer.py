@@ -48,10 +48,6 @@ class PretrainingTrainer(Trainer):
         self.perplexity_loss, self.peak_tflops = perplexity_loss, peak_tflops
         self.training_terms, self.evaluation_terms = TermMeans(), TermMeans()
         self.throughput: Throughput | None = None
-        for callback in list(self.callback_handler.callbacks):
-            if hasattr(callback, "configure_trainer"):  # a 0.2 measuring callback (callbacks.py): now a setting
-                callback.configure_trainer(self)
-                self.callback_handler.remove_callback(callback)
         if self.compute_metrics is None:
             # Its evaluations read losses only: the masked-LM heads may keep their training layout (labelled rows)
             # rather than compute the (batch, length, vocab) logits that metrics need.

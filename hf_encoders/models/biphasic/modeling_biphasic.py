@@ -4,8 +4,8 @@ The two phases differ only in the attention mask: `is_causal=True` (next-token l
 Everything else is transformers' Llama: `LlamaModel.forward` already builds a bidirectional mask when called with
 `is_causal=False` and passes the flag down to SDPA/flash attention, so this file adds the objective switch, a loss
 whose vocabulary projection runs on labelled positions only, and the task heads. Conversion from a causal LM and
-export to transformers' native EuroBERT live in the hf-encoders package (training/conversion.py, export.py), not in
-this file that every checkpoint carries. State-dict keys are exactly LlamaForCausalLM's (`model.embed_tokens`,
+export to transformers' native EuroBERT live in the hf-encoders package (methods/biphasic/conversion.py, export.py), not
+in this file that every checkpoint carries. State-dict keys are exactly LlamaForCausalLM's (`model.embed_tokens`,
 `model.layers.N...`, `model.norm`, `lm_head`), so Llama, SmolLM2, Mistral and Qwen2 checkpoints load unchanged.
 
 Labels are already aligned with the position that predicts them in BOTH objectives: DataCollatorForBiphasic shifts
@@ -37,7 +37,7 @@ from transformers.models.llama.modeling_llama import (
     eager_attention_forward,
 )
 
-from .checkpoint_io import CheckpointMixin, from_package
+from .checkpoint_io import CheckpointMixin, raise_without_package
 from .configuration_biphasic import OBJECTIVES, BiphasicConfig
 from .loss_utils import (
     StandardLogitsOutsideTraining,
@@ -55,7 +55,7 @@ from .packed_sequences import (
 )
 from .task_heads import QuestionAnsweringMixin, TokenClassificationMixin
 
-# The model types whose causal LM is exactly this network (hf_encoders.training.conversion converts them). Anything
+# The model types whose causal LM is exactly this network (hf_encoders.methods.biphasic.conversion converts them). Anything
 # else (GPT-2's absolute positions and LayerNorm, BERT, mixture-of-experts, Gemma's shifted norms, Qwen3's q/k norms)
 # has weights or maths this network lacks.
 CONVERTIBLE_CAUSAL_LMS = ("llama", "mistral", "qwen2")
@@ -64,7 +64,7 @@ CONVERTIBLE_CAUSAL_LMS = ("llama", "mistral", "qwen2")
 class BiphasicPreTrainedModel(CheckpointMixin, LlamaPreTrainedModel):
     config_class = BiphasicConfig
     base_model_prefix = "model"
-    family_description = "a biphasic one"
+    model_description = "a biphasic one"
 
     @classmethod
     def foreign_checkpoint_fix(cls, model_type: str) -> str:
@@ -80,8 +80,13 @@ class BiphasicPreTrainedModel(CheckpointMixin, LlamaPreTrainedModel):
         )
 
     def to_eurobert(self) -> PreTrainedModel:
-        """This network as transformers' native EuroBERT class, with equal outputs (`hf_encoders.export.to_eurobert`)."""
-        return from_package("export", "to_eurobert", "Export to EuroBERT")(self)
+        """This network as transformers' native EuroBERT class, with equal outputs
+        (`hf_encoders.methods.biphasic.export.to_eurobert`)."""
+        try:  # a late import of the package, which checkpoints do not carry (checkpoint_io.raise_without_package)
+            from hf_encoders.methods.biphasic.export import to_eurobert
+        except ModuleNotFoundError as error:
+            raise_without_package("Export to EuroBERT", error)
+        return to_eurobert(self)
 
 
 class BiphasicAttention(LlamaAttention):
@@ -267,9 +272,12 @@ class BiphasicLanguageModel(StandardLogitsOutsideTraining, BiphasicPreTrainedMod
     @classmethod
     def from_causal_lm(cls, model_or_path, mask_token_id: int | None = None, **load_kwargs):
         """This class from a Llama-family causal LM (a loaded model, a folder, a Hub name or a `.gguf` file); see
-        `hf_encoders.training.conversion.from_causal_lm`."""
-        convert = from_package("training.conversion", "from_causal_lm", "Conversion from a causal LM")
-        return convert(cls, model_or_path, mask_token_id, **load_kwargs)
+        `hf_encoders.methods.biphasic.conversion.from_causal_lm`."""
+        try:  # a late import of the package, which checkpoints do not carry (checkpoint_io.raise_without_package)
+            from hf_encoders.methods.biphasic.conversion import from_causal_lm
+        except ModuleNotFoundError as error:
+            raise_without_package("Conversion from a causal LM", error)
+        return from_causal_lm(cls, model_or_path, mask_token_id, **load_kwargs)
 
 
 class BiphasicEncoderForPreTraining(BiphasicLanguageModel):

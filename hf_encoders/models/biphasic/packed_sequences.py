@@ -1,12 +1,11 @@
-"""Transformers' packed-sequence convention, shared by the encoder families of hf-encoders.
+# Copied from hf_encoders/models/_shared/packed_sequences.py; edit the source, then run `python utils/check_copies.py --fix_and_overwrite`.
+"""Transformers' packed-sequence convention, shared by the encoders of hf-encoders.
 
 Several documents share one row when its `position_ids` restart at 0: `DataCollatorWithFlattening` emits this
 layout (one row, no attention mask) and varlen flash attention reads it. Attention must then stay inside each
 document, so that a document gets the states it would get alone.
 
-Like checkpoint_io.py, this file is copied into each flat model folder (the source is
-hf_encoders/models/packed_sequences.py; `python utils/check_copies.py --fix_and_overwrite` updates the copies) and
-from there into every checkpoint.
+Like checkpoint_io.py, this file is copied into each flat model folder, and from there into every checkpoint.
 """
 
 import torch

@@ -28,7 +28,7 @@ from transformers.modeling_outputs import (
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 
-from .checkpoint_io import CheckpointMixin, from_package
+from .checkpoint_io import CheckpointMixin, raise_without_package
 from .configuration_mae_lm import MaeLmConfig
 from .loss_utils import (
     StandardLogitsOutsideTraining,
@@ -47,7 +47,7 @@ from .task_heads import QuestionAnsweringMixin, TokenClassificationMixin
 
 logger = logging.get_logger(__name__)
 
-# The encoders whose hidden states an MAE-LM encoder reproduces exactly (hf_encoders.training.mae_lm_conversion
+# The encoders whose hidden states an MAE-LM encoder reproduces exactly (hf_encoders.methods.mae_lm.conversion
 # converts them): post-LN BERT layers with learned absolute positions.
 CONVERTIBLE_ENCODERS = ("bert", "roberta", "xlm-roberta")
 
@@ -200,7 +200,7 @@ class MaeLmPreTrainedModel(CheckpointMixin, PreTrainedModel):
     _supports_attention_backend = False
     # Fine-tuning drops the pre-training decoder and LM head: the only weights a task model may leave unread.
     _keys_to_ignore_on_load_unexpected = [r"^decoder\.", r"^lm_head\."]
-    family_description = "an MAE-LM one"
+    model_description = "an MAE-LM one"
     # Set once the first batch's padding has been compared with config.pad_token_id (warn_if_padding_differs).
     padding_checked = False
 
@@ -529,9 +529,12 @@ class MaeLmForMaskedLM(StandardLogitsOutsideTraining, MaeLmPreTrainedModel):
     def from_encoder(cls, model_or_path, mask_token_id: int | None = None, **mae_lm_options) -> "MaeLmForMaskedLM":
         """MAE-LM whose encoder is a pretrained BERT, RoBERTa or XLM-R encoder (a loaded model, a folder or a Hub
         name), computing its hidden states, with a fresh decoder and the source's MLM head where it has one; see
-        `hf_encoders.training.mae_lm_conversion.from_encoder` for `mae_lm_options`."""
-        convert = from_package("training.mae_lm_conversion", "from_encoder", "Conversion from an encoder")
-        return convert(cls, model_or_path, mask_token_id, **mae_lm_options)
+        `hf_encoders.methods.mae_lm.conversion.from_encoder` for `mae_lm_options`."""
+        try:  # a late import of the package, which checkpoints do not carry (checkpoint_io.raise_without_package)
+            from hf_encoders.methods.mae_lm.conversion import from_encoder
+        except ModuleNotFoundError as error:
+            raise_without_package("Conversion from an encoder", error)
+        return from_encoder(cls, model_or_path, mask_token_id, **mae_lm_options)
 
     def get_input_embeddings(self):
         return self.mae_lm.embeddings.word_embeddings

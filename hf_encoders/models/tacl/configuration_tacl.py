@@ -68,13 +68,13 @@ class TaclConfig(PreTrainedConfig):
         self.validate_architecture()
 
     def check_student_type_is_known(self):
-        """A TaCL checkpoint ships TaCL's code only. A student of a family transformers does not know (this package's
-        own biphasic encoder) is parsed only where that family is registered; say so instead of transformers'
+        """A TaCL checkpoint ships TaCL's code only. A student of a model type transformers does not know (this
+        package's own biphasic encoder) is parsed only where that type is registered; say so instead of transformers'
         list of every model type."""
         student_type = self.student_config.get("model_type") if isinstance(self.student_config, dict) else None
         if student_type is not None and student_type not in CONFIG_MAPPING:
             raise ValueError(
-                f"This TaCL checkpoint's student is a {student_type!r} model, a family transformers does not know. "
+                f"This TaCL checkpoint's student is a {student_type!r} model, a type transformers does not know. "
                 "If it is one of hf-encoders' own models, `pip install hf-encoders` and `import hf_encoders` before "
                 "loading (that registers it); to share the trained encoder, export the student instead "
                 "(`hf-encoders export CHECKPOINT OUT`), which writes a checkpoint carrying its own code."

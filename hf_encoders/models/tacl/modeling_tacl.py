@@ -196,7 +196,7 @@ class TaclForPreTraining(CheckpointMixin, StandardLogitsOutsideTraining, PreTrai
     # The loss is a sum of per-batch means (anchors for TaCL and MLM, sequences for NSP), so Trainer must not
     # pass `num_items_in_batch`; it then divides the loss by the gradient-accumulation steps itself.
     accepts_loss_kwargs = False
-    family_description = "a TaCL training state"
+    model_description = "a TaCL training state"
     # A re-initialised teacher is never acceptable, so `ignore_mismatched_sizes` does not apply.
     _allow_ignore_mismatched_sizes = False
 
@@ -204,7 +204,7 @@ class TaclForPreTraining(CheckpointMixin, StandardLogitsOutsideTraining, PreTrai
     def foreign_checkpoint_fix(cls, model_type: str) -> str:
         return (
             "to start TaCL from an encoder checkpoint use TaclForPreTraining.from_encoder; a checkpoint of another "
-            "family loads with its own class (the Auto classes read config.json)"
+            "model loads with its own class (the Auto classes read config.json)"
         )
 
     @classmethod

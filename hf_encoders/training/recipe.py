@@ -1,9 +1,9 @@
-"""What a pre-training method contributes to `hf-encoders pretrain`: a recipe.
+"""What a pre-training method contributes to `hf-encoders pretrain`: a recipe (`methods/<name>/recipe.py`).
 
 The entry point (training/pretrain.py) owns everything methods share: argument parsing, corpus loading,
 the tokenizer, Trainer, checkpoints and the model card. A recipe only says how its method turns documents
 into training examples, which model to build, and which callbacks it needs; its collator and card come from
-its entry in `hf_encoders.families`.
+its entry in the method table (`hf_encoders.methods`).
 """
 
 from dataclasses import fields
@@ -12,11 +12,11 @@ from pathlib import Path
 from datasets import Dataset
 from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
-from ...data.packing import pack_bert_style, tokenize_documents
-from ...data.tokenizer import load_or_train_tokenizer, load_tokenizer
-from ...families import FAMILIES, Family, load
-from ..arguments import PretrainArguments
-from ..model_sizes import parse_config_overrides
+from ..data.packing import pack_bert_style, tokenize_documents
+from ..data.tokenizer import load_or_train_tokenizer, load_tokenizer
+from ..methods import METHODS, Method, get_method, load
+from .arguments import PretrainArguments
+from .model_sizes import parse_config_overrides
 
 # The options every method reads: the corpus, validation, measuring and output options `pretrain` handles itself, and
 # the tokenizer, block and masking options every recipe passes on (the span options only with --masking span).
@@ -47,6 +47,12 @@ COMMON_OPTIONS = (
 )
 
 
+def get_recipe(name: str) -> "Recipe":
+    """The recipe of `--method NAME`, its module imported only now."""
+    method = get_method(name)
+    return load(method.recipe)(method)
+
+
 def options_set(args: PretrainArguments) -> list[str]:
     """The options given a value other than their default, in the order `--help` lists them."""
     return [option.name for option in fields(args) if getattr(args, option.name) != option.default]
@@ -73,12 +79,12 @@ class Recipe:
         "(with [MASK]) on the corpus."
     )
 
-    def __init__(self, family: Family):
-        self.family = family
+    def __init__(self, method: Method):
+        self.method = method
 
     @property
     def name(self) -> str:
-        return self.family.name
+        return self.method.name
 
     def build_tokenizer(self, args, documents: Dataset) -> PreTrainedTokenizerBase:
         """`--tokenizer_name`, else the tokenizer saved with `--model_name_or_path` (its embeddings read those ids),
@@ -96,10 +102,10 @@ class Recipe:
         raise NotImplementedError
 
     def build_collator(self, args, tokenizer: PreTrainedTokenizerBase):
-        """The family's collator; its own masking ratio unless `--mlm_probability` is given."""
+        """The method's collator; its own masking ratio unless `--mlm_probability` is given."""
         ratio = {} if args.mlm_probability is None else {"mlm_probability": args.mlm_probability}
         unit = dict(masking=args.masking, max_span_length=args.max_span_length, span_geometric_p=args.span_geometric_p)
-        return load(self.family.collator)(tokenizer, pad_to_multiple_of=8, **ratio, **unit)
+        return load(self.method.collator)(tokenizer, pad_to_multiple_of=8, **ratio, **unit)
 
     def check_arguments(self, args) -> None:
         """Refuse options the method cannot honour, or would ignore, before the corpus is read."""
@@ -116,7 +122,7 @@ class Recipe:
     def unread_options(self, args) -> dict[str, str]:
         """Every option this run does not read, with the message refusing it: those the method never reads, and
         those other options make moot (a size preset when continuing a checkpoint, ...)."""
-        title, start = self.family.title, args.starting_checkpoint
+        title, start = self.method.title, args.starting_checkpoint
         unread = {
             option.name: self.read_elsewhere(option.name)
             for option in fields(PretrainArguments)
@@ -165,11 +171,9 @@ class Recipe:
 
     def read_elsewhere(self, option: str) -> str:
         """The message refusing an option this method never reads, naming the methods that do."""
-        from . import get_recipe  # every recipe's module: only when an option is refused
-
-        readers = [name for name in FAMILIES if option in get_recipe(name).options]
+        readers = [name for name in METHODS if option in get_recipe(name).options]
         return (
-            f"{self.family.title} does not read --{option}; only --method {' or '.join(readers)} does. Drop "
+            f"{self.method.title} does not read --{option}; only --method {' or '.join(readers)} does. Drop "
             f"--{option}, or pre-train with {'that method' if len(readers) == 1 else 'one of those'}."
         )
 
@@ -182,7 +186,7 @@ class Recipe:
         if tokenizer.mask_token is None:
             source = args.tokenizer_name or args.model_name_or_path
             raise ValueError(
-                f"The tokenizer of {source} has no mask token, which {self.family.title} needs: "
+                f"The tokenizer of {source} has no mask token, which {self.method.title} needs: "
                 f"{self.missing_mask_token_fix}"
             )
 
@@ -202,7 +206,7 @@ class Recipe:
 
     def summary_lines(self, args) -> list[str]:
         """Method-specific lines for the model card's training summary: how it was masked, where it started, ..."""
-        ratio = args.mlm_probability or load(self.family.collator).mlm_probability
+        ratio = args.mlm_probability or load(self.method.collator).mlm_probability
         unit = {"token": "tokens", "whole_word": "whole words"}.get(
             args.masking, f"spans of Geometric({args.span_geometric_p}) words, at most {args.max_span_length}"
         )

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from transformers import AutoConfig
 
-from ...data.sentence_pairs import build_sentence_pairs
 from ...data.sentences import documents_to_sentences
 from ...data.tokenizer import load_tokenizer
 from ...models.tacl import TaclForPreTraining
-from .base import COMMON_OPTIONS, Recipe
+from ...training.recipe import COMMON_OPTIONS, Recipe
+from .sentence_pairs import build_sentence_pairs
 
 STUDENT_FOLDER = "student"
 # The pretrain options that set TaclConfig fields, by field (unset: the config's default).

@@ -1,7 +1,6 @@
-"""Task-head forwards shared by the encoder families of hf-encoders: token classification and extractive QA.
+"""Task-head forwards shared by the encoders of hf-encoders: token classification and extractive QA.
 
-Like checkpoint_io.py, this file is copied into each flat model folder (the source is hf_encoders/models/task_heads.py;
-`python utils/check_copies.py --fix_and_overwrite` updates the copies) and from there into every checkpoint.
+Like checkpoint_io.py, this file is copied into each flat model folder, and from there into every checkpoint.
 A model class using a mixin provides its encoder through `base_model_prefix` (read as `self.base_model`) and
 the head's layers: `dropout` and `classifier`, or `qa_outputs`. `token_type_ids` is accepted because BERT-style
 tokenizers produce it; the encoders have no segment embedding.

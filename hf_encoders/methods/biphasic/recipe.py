@@ -15,10 +15,10 @@ from pathlib import Path
 from ...data.packing import pack_llama_style
 from ...models.biphasic import BiphasicConfig, BiphasicEncoderForPreTraining
 from ...models.biphasic.configuration_biphasic import PRESETS
-from ..callbacks import PhaseScheduleCallback
-from ..conversion import fit_model_to_tokenizer, from_causal_lm, load_causal_lm_tokenizer, prepare_tokenizer
-from ..model_sizes import sized_config_kwargs
-from .base import Recipe
+from ...training.model_sizes import sized_config_kwargs
+from ...training.recipe import Recipe
+from .conversion import fit_model_to_tokenizer, from_causal_lm, load_causal_lm_tokenizer, prepare_tokenizer
+from .phases import PhaseScheduleCallback
 
 # base is the paper's 210M model; tiny and small keep grouped-query attention so demos exercise it.
 SIZES = {

@@ -1,17 +1,14 @@
-"""Checkpoint reading and writing shared by every model family of hf-encoders: a strict `from_pretrained`, and a
+"""Checkpoint reading and writing shared by every model of hf-encoders: a strict `from_pretrained`, and a
 `save_pretrained` that writes the same checkpoint whether or not the model is sharded by FSDP2.
 
 Each model folder must stay flat (it is copied next to the weights and loaded with `trust_remote_code` where
-hf_encoders is not installed), so it cannot import a common module. Each folder therefore holds a copy of this
-file, which `save_pretrained` copies into every checkpoint. hf_encoders/models/checkpoint_io.py is the source: edit
-it, then run `python utils/check_copies.py --fix_and_overwrite` (the test suite fails while a copy differs).
-It also holds `from_package`, through which a model class reaches the conversion and export tools that the package
-keeps out of the checkpoints.
+hf_encoders is not installed), so it cannot import a common module. Each folder therefore holds a copy of this file
+(utils/check_copies.py keeps them equal to it), which `save_pretrained` copies into every checkpoint. It also holds `raise_without_package`, for the late imports through which a model class reaches the conversions that
+the package keeps out of the checkpoints.
 """
 
 import sys
 from contextlib import contextmanager
-from importlib import import_module
 from pathlib import Path
 
 from transformers import AutoConfig, PreTrainedConfig
@@ -20,12 +17,12 @@ from transformers.utils import logging
 
 class CheckpointMixin:
     """Put before `PreTrainedModel` in the bases. Loading refuses, with a `ValueError` that names the fix: another
-    family's checkpoint, a corrupt weights file, and any missing, unexpected or mis-shaped weight beyond what the
+    model's checkpoint, a corrupt weights file, and any missing, unexpected or mis-shaped weight beyond what the
     class declares it may leave unread (`_keys_to_ignore_on_load_unexpected`) or initialise (`_new_head_prefixes`).
     The reference implementations load with `strict=False`, so a misnamed key silently trains from random weights.
     """
 
-    family_description: str  # completes "holds a 'bert' model, not ...": "an MAE-LM one", "a TaCL training state"
+    model_description: str  # completes "holds a 'bert' model, not ...": "an MAE-LM one", "a TaCL training state"
     # Parameter-name prefixes of a task head's fresh weights: the only weights that may be missing.
     _new_head_prefixes: tuple[str, ...] = ()
     # Whether `ignore_mismatched_sizes=True` may re-initialise mis-shaped weights (a head with a new label count).
@@ -33,7 +30,7 @@ class CheckpointMixin:
 
     @classmethod
     def foreign_checkpoint_fix(cls, model_type: str) -> str:
-        return "load it with its own family's class (the Auto classes read config.json)"
+        return "load it with its own model's class (the Auto classes read config.json)"
 
     @classmethod
     def misfit_fix(cls) -> str:
@@ -64,7 +61,7 @@ class CheckpointMixin:
         found = checkpoint_model_type(checkpoint, kwargs)
         if found is not None and found != cls.config_class.model_type:
             raise ValueError(
-                f"{str(checkpoint)!r} holds a {found!r} model, not {cls.family_description} (model_type "
+                f"{str(checkpoint)!r} holds a {found!r} model, not {cls.model_description} (model_type "
                 f"{cls.config_class.model_type!r}), so its weights cannot fill {cls.__name__}: {cls.foreign_checkpoint_fix(found)}."
             )
         # Transformers raises a bare RuntimeError on shape mismatches: collect them to report with the rest.
@@ -172,12 +169,13 @@ def unreadable_weights_error(checkpoint, load_kwargs: dict, error: Exception) ->
     )
 
 
-def from_package(module: str, function: str, purpose: str):
-    """A function of the hf-encoders package, which checkpoints do not carry: conversion and export are tools of
-    the package (transformers keeps such code in convert_*.py scripts), not part of the model."""
-    try:
-        return getattr(import_module(f"hf_encoders.{module}"), function)
-    except ModuleNotFoundError as error:
-        if (error.name or "").partition(".")[0] != "hf_encoders":  # the package is there, a dependency of it is not
-            raise
-        raise ImportError(f"{purpose} is a tool of the hf-encoders package: `pip install hf-encoders`.") from error
+def raise_without_package(purpose: str, error: ModuleNotFoundError):
+    """Raise the error of a failed late import of the hf-encoders package, in a model class's conversion classmethod.
+
+    Conversion is a tool of the package (transformers keeps such code in convert_*.py scripts), which checkpoints do
+    not carry, so a model file imports it inside the classmethod, in a `try` block: transformers' check of a remote
+    file's imports skips `try` blocks, and the file loads where the package is not installed. There, this says what
+    to install; where the package is there and a dependency of it is not, it raises that error as it is."""
+    if (error.name or "").partition(".")[0] != "hf_encoders":
+        raise error
+    raise ImportError(f"{purpose} is a tool of the hf-encoders package: `pip install hf-encoders`.") from error

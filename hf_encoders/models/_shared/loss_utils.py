@@ -1,8 +1,5 @@
-"""The masked/causal LM loss and the input checks every model family of hf-encoders shares.
-
-Like checkpoint_io.py, this file is copied into each flat model folder (the source is hf_encoders/models/loss_utils.py;
-`python utils/check_copies.py --fix_and_overwrite` updates the copies) and from there into every checkpoint.
-"""
+"""The masked/causal LM loss and the input checks every model of hf-encoders shares. Like checkpoint_io.py, this
+file is copied into each flat model folder, and from there into every checkpoint."""
 
 import math
 from collections.abc import Callable
@@ -134,7 +131,7 @@ class StandardLogitsOutsideTraining:
 
 
 def check_labels_shape(labels: torch.Tensor, input_shape: torch.Size, collator: str) -> None:
-    """One target per input position (-100 where there is none), as the family's collator builds them."""
+    """One target per input position (-100 where there is none), as the method's collator builds them."""
     if labels.shape != input_shape:
         raise ValueError(
             f"labels must have the shape of the input (batch, length) = {tuple(input_shape)}, got "

@@ -1,11 +1,11 @@
-"""One test specification per family of hf_encoders.families: what the family-wide tests need to know about a method
-that its `Family` entry does not say. tests/test_families.py fails for a family without one, naming what to add.
+"""One test specification per method of hf_encoders.methods: what the method-wide tests need to know about a method
+that its `Method` entry does not say. tests/test_methods.py fails for a method without one, naming what to add.
 
-The family-wide tests read it: the remote-code round trip, strict loading, the bad-input catalogue, safetensors
+The method-wide tests read it: the remote-code round trip, strict loading, the bad-input catalogue, safetensors
 checkpoints and Hub uploads (`tiny_config`, through TINY_CONFIGS, PRETRAINING_METHODS and `pretraining_model`),
 test_peft.py (`lora`), test_training_features.py (`dropout_free_model`), test_stock_scripts.py
 (`stock_checkpoints`), test_resume.py and distributed_worker.py (`tiny_run_options`, `dropout_fields`, `fsdp`),
-test_bad_input.py (`missing_mask_fix`), test_pretrain_options.py and test_families.py (`own_options`,
+test_bad_input.py (`missing_mask_fix`), test_pretrain_options.py and test_methods.py (`own_options`,
 `continues_encoder`).
 """
 
@@ -28,7 +28,7 @@ from hf_encoders import (
     MaeLmForSequenceClassification,
     TaclForPreTraining,
 )
-from hf_encoders.cli import main as cli_main
+from hf_encoders_cli import main as cli_main
 from tests.helpers import auto_map_classes
 from tests.tiny_models import (
     BERT_SHAPE,
@@ -50,7 +50,7 @@ def without_dropout(fields: tuple[str, ...]) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class LoraSpec:
-    # The family's sequence classifier with `num_labels` labels (a scratch folder for what must be saved first).
+    # The method's sequence classifier with `num_labels` labels (a scratch folder for what must be saved first).
     classifier: Callable[[Path, int], nn.Module]
     # The head `lora_config` leaves to modules_to_save.
     head: tuple[str, ...]
@@ -71,11 +71,11 @@ class FsdpVariant:
 
 
 @dataclass(frozen=True)
-class FamilySpec:
+class MethodSpec:
     # Config fields that switch dropout off, zeroed where runs must agree exactly (for TaCL, its student's).
     dropout_fields: tuple[str, ...]
-    # The family's tiny config (keyword overrides go to the config); None for a method trained on a stock
-    # Transformers model. The family-wide tests build every class of its auto_map from it.
+    # The method's tiny config (keyword overrides go to the config); None for a method trained on a stock
+    # Transformers model. The method-wide tests build every class of its auto_map from it.
     tiny_config: Callable[..., PreTrainedConfig] | None = None
     # The objectives its pre-training model trains (its `objective` attribute), where it trains several.
     objectives: tuple[str, ...] = ()
@@ -172,9 +172,9 @@ def tacl_stock_checkpoints(tokenizer, root: Path) -> list[tuple]:
 
 # ---- the table ----
 
-FAMILY_SPECS: dict[str, FamilySpec] = {
-    "mlm": FamilySpec(dropout_fields=BERT_DROPOUT),
-    "mae_lm": FamilySpec(
+METHOD_SPECS: dict[str, MethodSpec] = {
+    "mlm": MethodSpec(dropout_fields=BERT_DROPOUT),
+    "mae_lm": MethodSpec(
         dropout_fields=BERT_DROPOUT,
         tiny_config=tiny_mae_lm_config,
         dropout_free_model=mae_lm_without_dropout,
@@ -191,7 +191,7 @@ FAMILY_SPECS: dict[str, FamilySpec] = {
         stock_checkpoints=mae_lm_stock_checkpoints,
         fsdp={"mae_lm": FsdpVariant(mae_lm_without_dropout)},
     ),
-    "tacl": FamilySpec(
+    "tacl": MethodSpec(
         dropout_fields=BERT_DROPOUT,
         tiny_config=tiny_tacl_config,
         dropout_free_model=tacl_without_dropout,
@@ -223,7 +223,7 @@ FAMILY_SPECS: dict[str, FamilySpec] = {
             "tacl-bert": FsdpVariant(tacl_without_dropout, config_file="fsdp_bert.json"),
         },
     ),
-    "biphasic": FamilySpec(
+    "biphasic": MethodSpec(
         dropout_fields=(),
         tiny_config=tiny_biphasic_config,
         objectives=("clm", "mlm"),
@@ -244,34 +244,34 @@ FAMILY_SPECS: dict[str, FamilySpec] = {
     ),
 }
 
-# What a family with a model folder must specify: the family-wide tests would skip it silently otherwise.
-MODEL_FAMILY_FIELDS = ("tiny_config", "dropout_free_model", "missing_mask_fix", "lora", "stock_checkpoints", "fsdp")
+# What a method with a model folder must specify: the method-wide tests would skip it silently otherwise.
+MODEL_METHOD_FIELDS = ("tiny_config", "dropout_free_model", "missing_mask_fix", "lora", "stock_checkpoints", "fsdp")
 
-# The tiny config of every family with a model folder: the remote-code round trip covers all of its classes.
-TINY_CONFIGS = {name: spec.tiny_config for name, spec in FAMILY_SPECS.items() if spec.tiny_config}
-# The family-wide tests' variants: each family of TINY_CONFIGS, or one variant per objective where its pre-training
+# The tiny config of every method with a model folder: the remote-code round trip covers all of its classes.
+TINY_CONFIGS = {name: spec.tiny_config for name, spec in METHOD_SPECS.items() if spec.tiny_config}
+# The method-wide tests' variants: each method of TINY_CONFIGS, or one variant per objective where its pre-training
 # model trains several (biphasic's `objective` attribute).
 PRETRAINING_METHODS = tuple(
     f"{name}-{objective}" if objective else name
     for name in TINY_CONFIGS
-    for objective in FAMILY_SPECS[name].objectives or (None,)
+    for objective in METHOD_SPECS[name].objectives or (None,)
 )
 
 
 def specs_with(field_name: str) -> list[str]:
-    """The families whose spec sets `field_name`, in the family table's order: a family-wide test's parameters."""
-    return [name for name, spec in FAMILY_SPECS.items() if getattr(spec, field_name)]
+    """The methods whose spec sets `field_name`, in the method table's order: a method-wide test's parameters."""
+    return [name for name, spec in METHOD_SPECS.items() if getattr(spec, field_name)]
 
 
 def built_from_scratch() -> list[str]:
-    """The families `pretrain` builds from a config (so `--model_size` and friends apply), not from an encoder."""
-    return [name for name, spec in FAMILY_SPECS.items() if not spec.continues_encoder]
+    """The methods `pretrain` builds from a config (so `--model_size` and friends apply), not from an encoder."""
+    return [name for name, spec in METHOD_SPECS.items() if not spec.continues_encoder]
 
 
 def tiny_run_options(method: str, init: str, *, dropout: bool = True) -> dict:
     """`PretrainArguments` options of a tiny run of `method`: TaCL continues the BERT at `init`, the others build a
     one-layer model from scratch with the tokenizer saved in `init` (one tokenizer for every run)."""
-    spec = FAMILY_SPECS[method]
+    spec = METHOD_SPECS[method]
     if spec.continues_encoder:
         return {"model_name_or_path": init, **spec.run_options}
     overrides = ["num_hidden_layers=1", *([] if dropout else [f"{name}=0.0" for name in spec.dropout_fields])]
@@ -281,8 +281,8 @@ def tiny_run_options(method: str, init: str, *, dropout: bool = True) -> dict:
 def pretraining_model(method: str, **overrides):
     """The pre-training model (its config's AutoModelForPreTraining class) of a method in PRETRAINING_METHODS, set to
     the method's objective; `overrides` go to the tiny config."""
-    family, _, objective = method.partition("-")
-    config = TINY_CONFIGS[family](**overrides)
+    name, _, objective = method.partition("-")
+    config = TINY_CONFIGS[name](**overrides)
     model = dict(auto_map_classes(config))["AutoModelForPreTraining"](config)
     if objective:
         model.objective = objective
@@ -296,7 +296,7 @@ def tiny_pretraining_model(method: str):
 
 
 def fsdp_variants() -> dict[str, FsdpVariant]:
-    return {name: variant for spec in FAMILY_SPECS.values() for name, variant in spec.fsdp.items()}
+    return {name: variant for spec in METHOD_SPECS.values() for name, variant in spec.fsdp.items()}
 
 
 def fsdp_wrap_classes(model: nn.Module) -> list[str]:

@@ -3,10 +3,10 @@ stock `BertForMaskedLM` and `DataCollatorForLanguageModeling`'s 80/10/10 (with r
 
 from transformers import BertConfig, BertForMaskedLM
 
-from ...models.checkpoint_io import checkpoint_model_type
-from ..model_sizes import sized_config_kwargs
-from . import mae_lm
-from .base import BertBlocksRecipe, Recipe
+from ...models._shared.checkpoint_io import checkpoint_model_type
+from ...training.model_sizes import sized_config_kwargs
+from ...training.recipe import BertBlocksRecipe, Recipe
+from ..mae_lm import recipe as mae_lm
 
 # MAE-LM's encoder shapes (not its decoder), so a comparison changes the method and nothing else.
 ENCODER_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")

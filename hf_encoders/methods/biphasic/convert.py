@@ -3,7 +3,8 @@ Qwen2; a folder, Hub name or .gguf file) as a biphasic encoder checkpoint, ready
 
 import argparse
 
-from .flag_spellings import accept_dashed_spellings
+from ...flag_spellings import accept_dashed_spellings
+from .conversion import convert_causal_lm
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -13,7 +14,5 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("output_dir")
     args = parser.parse_args(accept_dashed_spellings(argv, parser))
-    from .training.conversion import convert_causal_lm
-
     print(f"Converted to {convert_causal_lm(args.from_causal_lm, args.output_dir)}")
     return 0

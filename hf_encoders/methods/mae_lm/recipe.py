@@ -1,11 +1,12 @@
 """`hf-encoders pretrain --method mae_lm`: MAE-LM from scratch, continued from an MAE-LM checkpoint, or started from a
 pretrained BERT-family encoder (`--model_name_or_path`, dispatched on its model_type)."""
 
-from ...models.checkpoint_io import checkpoint_model_type
+from ...models._shared.checkpoint_io import checkpoint_model_type
 from ...models.mae_lm import MaeLmConfig, MaeLmForMaskedLM
-from ..encoder_hold import HOLD_SUMMARY, EncoderHoldCallback, check_hold_steps, check_resumed_hold
-from ..model_sizes import parse_config_overrides, sized_config_kwargs
-from .base import BertBlocksRecipe, Recipe
+from ...training.model_sizes import parse_config_overrides, sized_config_kwargs
+from ...training.recipe import BertBlocksRecipe, Recipe
+from .conversion import from_encoder
+from .encoder_hold import HOLD_SUMMARY, EncoderHoldCallback, check_hold_steps, check_resumed_hold
 
 # base is the paper's (Table 3); the decoder is 1/3 of the encoder's depth as in the paper's base setting.
 SIZES = {
@@ -96,13 +97,13 @@ class MaeLmRecipe(BertBlocksRecipe):
 
     @staticmethod
     def continued_model(args, tokenizer) -> MaeLmForMaskedLM:
-        """An MAE-LM checkpoint as it is; any other encoder converted by `MaeLmForMaskedLM.from_encoder`, with a new
-        decoder whose shape (and relative-bias buckets) `--config_overrides` may set."""
+        """An MAE-LM checkpoint as it is; any other encoder converted (conversion.py), with a new decoder whose shape
+        (and relative-bias buckets) `--config_overrides` may set."""
         path = args.model_name_or_path
         if checkpoint_model_type(path, {}) == MaeLmConfig.model_type:
             return MaeLmForMaskedLM.from_pretrained(path)
         overrides = parse_config_overrides(args.config_overrides, MaeLmConfig)
-        model = MaeLmForMaskedLM.from_encoder(path, mask_token_id=tokenizer.mask_token_id, **overrides)
+        model = from_encoder(MaeLmForMaskedLM, path, mask_token_id=tokenizer.mask_token_id, **overrides)
         if len(tokenizer) > model.config.vocab_size:
             raise ValueError(
                 f"The tokenizer has {len(tokenizer)} tokens but the encoder {path} only {model.config.vocab_size} "

@@ -1,4 +1,4 @@
-"""The family table (hf_encoders.families) declares each method once; the package's parts are found through it, and
+"""The method table (hf_encoders.methods) declares each method once; the package's parts are found through it, and
 the package stays what its checkpoints and dependencies promise: conversion outside the model folders, peft optional."""
 
 import re
@@ -8,58 +8,57 @@ import torch
 from datasets import Dataset
 from transformers import DataCollatorForLanguageModeling
 
-from hf_encoders.families import FAMILIES, get_family, load
+from hf_encoders.methods import METHODS, get_method, load
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.cards import TEMPLATES
 from hf_encoders.training.pretrain import main as pretrain
-from hf_encoders.training.recipes import get_recipe
-from hf_encoders.training.recipes.base import Recipe
-from tests.family_specs import (
-    FAMILY_SPECS,
-    MODEL_FAMILY_FIELDS,
+from hf_encoders.training.recipe import Recipe, get_recipe
+from tests.helpers import fresh_interpreter
+from tests.method_specs import (
+    METHOD_SPECS,
+    MODEL_METHOD_FIELDS,
     TINY_CONFIGS,
     accelerate_wrap_classes,
     built_from_scratch,
     fsdp_variants,
     fsdp_wrap_classes,
 )
-from tests.helpers import fresh_interpreter
 from tests.tiny_models import sample_batch, tiny_biphasic_config, tiny_tokenizer
 
-MODEL_FAMILIES = [name for name, family in FAMILIES.items() if family.config is not None]
+MODEL_METHODS = [name for name, method in METHODS.items() if method.config is not None]
 
 
-@pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.parametrize("name", list(METHODS))
 def test_every_entry_names_a_recipe_a_collator_and_a_card(name):
-    family = FAMILIES[name]
+    method = METHODS[name]
     recipe = get_recipe(name)
-    assert isinstance(recipe, Recipe) and recipe.family is family
-    collator = load(family.collator)(tiny_tokenizer(), seed=0)
+    assert isinstance(recipe, Recipe) and recipe.method is method
+    collator = load(method.collator)(tiny_tokenizer(), seed=0)
     assert isinstance(collator, DataCollatorForLanguageModeling)
     batch = collator([{"input_ids": [2, *range(5, 25), 3]}] * 2)
     assert (batch[next(key for key in ("mlm_labels", "labels") if key in batch)] != -100).any(), "it masks"
-    assert (TEMPLATES / f"{family.card_template}.md").exists()
-    if family.config is not None:
-        assert load(family.config).model_type == family.model_type
+    assert (TEMPLATES / f"{method.card_template}.md").exists()
+    if method.config is not None:
+        assert load(method.config).model_type == method.model_type
 
 
-def test_every_model_family_has_a_tiny_config_for_the_family_wide_tests():
-    # The remote-code round trip, strict loading and the bad-input catalogue iterate TINY_CONFIGS: a family missing
+def test_every_method_with_a_model_has_a_tiny_config_for_the_method_wide_tests():
+    # The remote-code round trip, strict loading and the bad-input catalogue iterate TINY_CONFIGS: a method missing
     # there would silently go untested.
-    assert sorted(TINY_CONFIGS) == sorted(MODEL_FAMILIES)
+    assert sorted(TINY_CONFIGS) == sorted(MODEL_METHODS)
 
 
-@pytest.mark.parametrize("name", list(FAMILIES))
-def test_every_family_has_a_test_specification(name):
-    # The family-wide tests read tests/family_specs.py: a family missing there, or missing a part of it, would
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_method_has_a_test_specification(name):
+    # The method-wide tests read tests/method_specs.py: a method missing there, or missing a part of it, would
     # silently go untested by them.
-    assert name in FAMILY_SPECS, (
-        f"the {name!r} family has no test specification: add FAMILY_SPECS[{name!r}] = FamilySpec(...) to "
-        "tests/family_specs.py"
+    assert name in METHOD_SPECS, (
+        f"the {name!r} method has no test specification: add METHOD_SPECS[{name!r}] = MethodSpec(...) to "
+        "tests/method_specs.py"
     )
-    if FAMILIES[name].config is not None:
-        missing = [field for field in MODEL_FAMILY_FIELDS if not getattr(FAMILY_SPECS[name], field)]
-        assert not missing, f"FAMILY_SPECS[{name!r}] in tests/family_specs.py needs {', '.join(missing)}"
+    if METHODS[name].config is not None:
+        missing = [field for field in MODEL_METHOD_FIELDS if not getattr(METHOD_SPECS[name], field)]
+        assert not missing, f"METHOD_SPECS[{name!r}] in tests/method_specs.py needs {', '.join(missing)}"
 
 
 @pytest.mark.parametrize("variant", sorted(fsdp_variants()))
@@ -72,9 +71,9 @@ def test_the_example_fsdp_configs_wrap_the_models_no_split_layers(variant):
 
 
 def test_a_method_is_named_one_way_and_the_hyphen_is_read_as_underscore():
-    assert get_family("mae-lm") is get_family("mae_lm") is FAMILIES["mae_lm"]
-    with pytest.raises(ValueError, match=rf"Unknown --method 'bert'; choose one of {', '.join(FAMILIES)}\.$"):
-        get_family("bert")
+    assert get_method("mae-lm") is get_method("mae_lm") is METHODS["mae_lm"]
+    with pytest.raises(ValueError, match=rf"Unknown --method 'bert'; choose one of {', '.join(METHODS)}\.$"):
+        get_method("bert")
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,18 @@
+"""MAE-LM (*Representation Deficiency in Masked Language Modeling*, Meng et al., ICLR 2024): the encoder never sees
+[MASK]; a shallow decoder, dropped at fine-tuning, predicts the masked tokens. Its model is `models/mae_lm/`."""
+
+from ..method import Method
+
+METHOD = Method(
+    name="mae_lm",
+    title="MAE-LM",
+    model_type="mae_lm",
+    recipe=f"{__name__}.recipe:MaeLmRecipe",
+    collator=f"{__name__}.collator:DataCollatorForMaeLm",
+    config="hf_encoders.models.mae_lm:MaeLmConfig",
+    lora_target_modules=("q_proj", "v_proj"),  # the pre-training decoder (dropped at fine-tuning) shares them
+    export_note="MAE-LM checkpoints need no export: fine-tune them with --trust_remote_code",
+    demo_confounds="relative position bias, a decoder, no loss on unmasked tokens; from scratch at this budget its "
+    "decoder learns token frequencies before it reads the encoder, so its rank says little about MAE-LM "
+    "(experiments/REPORT.md tests it from a pretrained start)",
+)

@@ -1,0 +1,71 @@
+"""MAE-LM's masking, as a `DataCollatorForLanguageModeling`."""
+
+from dataclasses import dataclass
+
+import torch
+
+from ...data.reproducible_masking import MethodMaskingCollator
+
+
+@dataclass
+class DataCollatorForMaeLm(MethodMaskingCollator):
+    """15% of the real tokens, every one replaced by [MASK] (no 80/10/10).
+
+    MAE-LM removes every [MASK] from the encoder input, so a selected token left unchanged or swapped for a
+    random one would reach the encoder and be predicted from its own input. Special tokens and padding are
+    never selected (the parent reads the tokenizer's special-tokens mask). Use `pad_to_multiple_of=8` for
+    tensor-core friendly shapes.
+
+    δ (`mask_in_encoder_fraction`, the paper's share of [MASK]s left in the encoder input) is decided here too, once
+    per masking unit (token, word or span) and from the same seeded generator as the masks, so a batch keeps the
+    same [MASK]s wherever and whenever it is collated: the batch's `masks_in_encoder` marks the [MASK]s that stay,
+    and `MaeLmForMaskedLM` reads it and draws nothing itself (without the column, as from a stock collator, it
+    keeps none: δ = 0, the paper's MAE-LM). With whole words or spans every sub-token of a chosen unit is masked,
+    hence dropped from the encoder or kept in it together.
+    """
+
+    method_title = "MAE-LM"
+    missing_mask_token_fix = (
+        "add one with tokenizer.add_special_tokens({'mask_token': '[MASK]'}) and resize the model's embeddings."
+    )
+    mlm_probability: float = 0.15
+    mask_replace_prob: float = 1.0
+    random_replace_prob: float = 0.0
+    mask_in_encoder_fraction: float = 0.0  # δ
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not 0.0 <= self.mask_in_encoder_fraction <= 1.0:
+            raise ValueError(
+                f"mask_in_encoder_fraction (δ) must lie in [0, 1], got {self.mask_in_encoder_fraction}: 0 is MAE-LM, "
+                "1 is standard MLM with a decoder."
+            )
+        if self.mask_in_encoder_fraction and self.return_tensors != "pt":
+            raise ValueError("mask_in_encoder_fraction (δ) produces PyTorch tensors only; pass return_tensors='pt'.")
+
+    def torch_call(self, examples):
+        self.masks_in_encoder = None
+        batch = super().torch_call(examples)
+        if self.masks_in_encoder is not None:
+            batch["masks_in_encoder"] = self.masks_in_encoder
+        return batch
+
+    def torch_mask_tokens(self, inputs, **kwargs):
+        inputs, labels = super().torch_mask_tokens(inputs, **kwargs)
+        if self.masking == "token":
+            self.masks_in_encoder = self.masks_kept_in_encoder(labels != -100)
+        return inputs, labels
+
+    def replace_units(self, inputs, masked, units):
+        inputs, labels = super().replace_units(inputs, masked, units)
+        self.masks_in_encoder = self.masks_kept_in_encoder(masked, units)
+        return inputs, labels
+
+    def masks_kept_in_encoder(self, masked: torch.Tensor, units: torch.Tensor | None = None) -> torch.Tensor | None:
+        """δ's choice among the `masked` positions, one draw per unit (`units`: each position's unit's first
+        position; every token its own unit without it), or None at δ = 0. Drawn after the masking's own draws: the
+        same masks as with δ = 0, and a choice that is as reproducible as they are."""
+        if not self.mask_in_encoder_fraction:
+            return None
+        stays = torch.rand(masked.shape, generator=self.generator) < self.mask_in_encoder_fraction
+        return (stays if units is None else stays.gather(1, units)) & masked

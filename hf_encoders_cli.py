@@ -1,0 +1,80 @@
+"""`hf-encoders`: one console script, a subcommand per job. Each subcommand owns its parser (pretrain's is an
+HfArgumentParser taking every TrainingArguments option), so `hf-encoders SUBCOMMAND --help` is complete.
+
+This module ships beside the `hf_encoders` package, not inside it: `import hf_encoders` registers every model with
+transformers' Auto classes (torch and transformers' modeling code, seconds), and Python runs a package's
+`__init__` before any module in it, so a script inside the package would pay that for `hf-encoders --help`. Here a
+subcommand's module is imported only when that subcommand runs. `python -m hf_encoders` runs the same script.
+
+`main` raises, for Python callers; `console`, the installed script, turns an error into one line and exit code 2.
+"""
+
+import argparse
+import os
+import sys
+from importlib import import_module
+
+# {subcommand: (the module whose `main(argv)` runs it, the line `hf-encoders --help` gives it)}.
+SUBCOMMANDS = {
+    "pretrain": (
+        "hf_encoders.training.pretrain",
+        "pre-train an encoder on Trainer: --method mlm (the BERT baseline), mae_lm, tacl or biphasic",
+    ),
+    "tokenize": (
+        "hf_encoders.training.tokenize_command",
+        "tokenize and pack a corpus once into a cache that pretrain --tokenized_dir trains from",
+    ),
+    "analyze": ("hf_encoders.analysis.command", "self-similarity, effective rank and isotropy per layer, with plots"),
+    "evaluate": (
+        "hf_encoders.evaluation.command",
+        "fine-tune checkpoints with the protocol of 'Should We Still Pretrain Encoders with Masked Language Modeling?' "
+        "(SC/TC/QA/IR x rates x seeds) and report",
+    ),
+    "export": ("hf_encoders.export", "write a checkpoint that loads with no remote code (TaCL student, EuroBERT)"),
+    "convert": (
+        "hf_encoders.methods.biphasic.convert",
+        "turn a Llama-family causal LM into a biphasic encoder checkpoint",
+    ),
+    "demo": ("hf_encoders.demo", "pre-train, analyse and fine-tune every method on the embedded corpus"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="hf-encoders", description="TaCL, MAE-LM and biphasic encoder pre-training as Transformers models."
+    )
+    # Read by `console` wherever it stands on the command line; declared here for --help.
+    parser.add_argument("--debug", action="store_true", help="show an error's traceback (or set HF_ENCODERS_DEBUG=1)")
+    subparsers = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+    for name, (_, summary) in SUBCOMMANDS.items():
+        subparsers.add_parser(name, help=summary, add_help=False)
+    args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    module_name, _ = SUBCOMMANDS[args.subcommand]
+    return import_module(module_name).main(rest)
+
+
+def console() -> None:
+    """The `hf-encoders` script. Bad input (a corpus, an option, a checkpoint: the package raises `ValueError`s whose
+    message names the fix), a file the run cannot read or write, or a NaN loss ends it with that message on one
+    line and exit code 2, not a traceback; `--debug` or `HF_ENCODERS_DEBUG=1` shows the traceback."""
+    argv = [argument for argument in sys.argv[1:] if argument != "--debug"]
+    debug = len(argv) < len(sys.argv) - 1 or os.environ.get("HF_ENCODERS_DEBUG", "0") not in ("", "0")
+    try:
+        sys.exit(main(argv))
+    except Exception as error:
+        if debug or not one_line_error(error):
+            raise
+        print(f"hf-encoders: error: {' '.join(str(error).split())}", file=sys.stderr)
+        sys.exit(2)
+
+
+def one_line_error(error: Exception) -> bool:
+    """Whether `error` is one the script reports as one line: bad input, a file, a NaN loss."""
+    if isinstance(error, (ValueError, OSError)):
+        return True
+    errors = sys.modules.get("hf_encoders.errors")  # imported by now if the package raised it: never import it here
+    return errors is not None and isinstance(error, errors.NonFiniteLossError)
+
+
+if __name__ == "__main__":
+    console()
