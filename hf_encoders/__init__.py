@@ -7,10 +7,10 @@ import does not pay for Trainer, datasets or accelerate. The `hf-encoders` scrip
 (hf_encoders_cli.py), so that its `--help` imports none of this.
 """
 
-import warnings
 from importlib import import_module
 from typing import TYPE_CHECKING
 
+from ._moved import moved_attribute
 from .methods import METHODS, Method
 from .models.biphasic import (
     BiphasicConfig,
@@ -64,12 +64,12 @@ _LAZY_NAMES = {
     ),
 }
 _MODULE_OF = {name: module for module, names in _LAZY_NAMES.items() for name in names}
-# The 0.2 spellings, which go in 0.4: {old name: (module, new name)}.
-_DEPRECATED = {
-    "FAMILIES": (".methods", "METHODS"),
-    "Family": (".methods", "Method"),
-    "register_families": (".registration", "register_methods"),
-    "DataCollatorForTaCL": (".methods.tacl.collator", "DataCollatorForTacl"),
+# The 0.2 spellings, which go in 0.4, by what they are now.
+_MOVED = {
+    "FAMILIES": "hf_encoders.methods:METHODS",
+    "Family": "hf_encoders.methods:Method",
+    "register_families": "hf_encoders.registration:register_methods",
+    "DataCollatorForTaCL": "hf_encoders.methods.tacl.collator:DataCollatorForTacl",
 }
 
 __all__ = sorted(
@@ -98,17 +98,9 @@ __version__ = "0.3.0"
 
 
 def __getattr__(name: str):
-    if name in _DEPRECATED:
-        module, new_name = _DEPRECATED[name]
-        warnings.warn(
-            f"hf_encoders.{name} is deprecated and goes in 0.4: use hf_encoders.{new_name}.",
-            FutureWarning,
-            stacklevel=2,
-        )
-        return getattr(import_module(module, __name__), new_name)
     module = _MODULE_OF.get(name)
     if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        return moved_attribute(__name__, name, _MOVED)
     value = getattr(import_module(module, __name__), name)
     globals()[name] = value  # later lookups skip __getattr__
     return value

@@ -10,28 +10,22 @@ method's own `export.py`.
 
 import argparse
 import json
-import warnings
-from importlib import import_module
 from pathlib import Path
 
+from ._moved import moved_attribute
 from .methods import METHODS, load, method_of_model_type
 
 # The methods' exporters this module held up to 0.2, by where they are now.
 _MOVED = {
-    "EUROBERT_CLASSES": "hf_encoders.methods.biphasic.export",
-    "export_biphasic": "hf_encoders.methods.biphasic.export",
-    "to_eurobert": "hf_encoders.methods.biphasic.export",
-    "export_student": "hf_encoders.methods.tacl.export",
+    "EUROBERT_CLASSES": "hf_encoders.methods.biphasic.export:EUROBERT_CLASSES",
+    "export_biphasic": "hf_encoders.methods.biphasic.export:export_biphasic",
+    "to_eurobert": "hf_encoders.methods.biphasic.export:to_eurobert",
+    "export_student": "hf_encoders.methods.tacl.export:export_student",
 }
 
 
 def __getattr__(name: str):
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"{__name__}.{name} is deprecated and goes in 0.4: import it from {_MOVED[name]}.", FutureWarning, stacklevel=2
-    )
-    return getattr(import_module(_MOVED[name]), name)
+    return moved_attribute(__name__, name, _MOVED)
 
 
 def read_config(checkpoint: str) -> dict:

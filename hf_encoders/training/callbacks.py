@@ -17,9 +17,7 @@ config.json says what the model is, not what the run was doing when it was saved
 * `MaskingEpochCallback` (masking_epoch.py): tells a reproducible collator which epoch it masks.
 """
 
-import warnings
-from importlib import import_module
-
+from .._moved import moved_attribute
 from ..errors import NonFiniteLossError
 from .diagnostics import DiagnosticsCallback, collapse
 from .hub_callbacks import CheckpointBranchCallback, CompleteUploadCallback
@@ -38,19 +36,12 @@ __all__ = [
     "collapse",
 ]
 
-# The methods' callbacks this module exported up to 0.2, by where they are now.
+# The methods' callbacks this module exported up to 0.2, by where they are now (`hf_encoders` exports them too).
 _MOVED = {
-    "EncoderHoldCallback": "hf_encoders.methods.mae_lm.encoder_hold",
-    "PhaseScheduleCallback": "hf_encoders.methods.biphasic.phases",
+    "EncoderHoldCallback": "hf_encoders.methods.mae_lm.encoder_hold:EncoderHoldCallback",
+    "PhaseScheduleCallback": "hf_encoders.methods.biphasic.phases:PhaseScheduleCallback",
 }
 
 
 def __getattr__(name: str):
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"{__name__}.{name} is deprecated and goes in 0.4: import it from hf_encoders (or {_MOVED[name]}).",
-        FutureWarning,
-        stacklevel=2,
-    )
-    return getattr(import_module(_MOVED[name]), name)
+    return moved_attribute(__name__, name, _MOVED)
