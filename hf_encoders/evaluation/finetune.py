@@ -155,7 +155,7 @@ def check_head(model_path: str, config, kind: str) -> None:
         return
     raise ValueError(
         f"{model_path!r} ({config.model_type}) has no {HEAD_NAMES[kind]} head: {head.__name__} cannot load it; "
-        f"evaluate {kind} tasks on a checkpoint whose family has one (a TaCL training state: `hf-encoders export` "
+        f"evaluate {kind} tasks on a checkpoint whose model has one (a TaCL training state: `hf-encoders export` "
         "it and evaluate the exported student)."
     )
 

@@ -4,15 +4,22 @@ A method's folder holds all of it but the model folder its checkpoints carry (`h
 entry here (`METHOD`, in the folder's `__init__.py`), collator, recipe (how `hf-encoders pretrain --method NAME`
 trains it) and whatever else only it uses (conversions, callbacks, export). The CLI, registration with the Auto
 classes, the demo, LoRA, export, the bench and the tests' method lists all read this table, so adding a method is a
-method folder, a model folder, a card and one line here (CONTRIBUTING.md, "Adding a method"). The entries name their
-classes as "module:attribute", imported when used.
+method folder, a model folder, a card and its line here (CONTRIBUTING.md, "Adding a method"). The entries name
+their classes as "module:attribute", imported when used.
 """
 
 from . import biphasic, mae_lm, mlm, tacl
 from .method import Method, load
 
+# In the order the CLI, the demo and the tests list them.
 METHODS: dict[str, Method] = {
-    method.name: method for method in (mlm.METHOD, mae_lm.METHOD, tacl.METHOD, biphasic.METHOD)
+    method.name: method
+    for method in (
+        mlm.METHOD,
+        mae_lm.METHOD,
+        tacl.METHOD,
+        biphasic.METHOD,
+    )
 }
 
 

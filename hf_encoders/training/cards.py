@@ -15,13 +15,12 @@ EMBEDDED_CORPUS = "English prose embedded from Python's standard library documen
 
 
 def card_templates() -> Traversable:
-    """The repository's top folder model_cards/, which an installed hf-encoders (a wheel, or an editable install)
-    holds as the package data of `hf_encoders.model_cards`; where a checkout is imported without being installed
-    (PYTHONPATH), that folder itself."""
-    try:
-        return resources.files("hf_encoders.model_cards")
-    except ModuleNotFoundError:
-        return Path(__file__).resolve().parents[2] / "model_cards"
+    """The repository's top folder model_cards/: in a checkout (an editable install, or imported through PYTHONPATH)
+    that folder itself, beside the package's; installed from a wheel, the package data `hf_encoders.model_cards`.
+    The checkout's own comes first, so that a checkout imported through PYTHONPATH never renders the cards of another
+    one that the environment has installed."""
+    checkout = Path(__file__).resolve().parents[2] / "model_cards"
+    return checkout if checkout.is_dir() else resources.files("hf_encoders.model_cards")
 
 
 TEMPLATES = card_templates()

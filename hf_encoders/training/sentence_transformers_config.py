@@ -1,5 +1,5 @@
 """The sentence-transformers configuration every encoder folder `hf-encoders pretrain` writes carries, so that
-`SentenceTransformer(folder, trust_remote_code=True)` embeds with the family's pooling instead of guessing one.
+`SentenceTransformer(folder, trust_remote_code=True)` embeds with the method's pooling instead of guessing one.
 
 Plain JSON in the layout sentence-transformers 6.2 saves (modules.json, sentence_bert_config.json, 1_Pooling/,
 config_sentence_transformers.json): writing it needs no sentence-transformers, only loading it does (the `retrieval`

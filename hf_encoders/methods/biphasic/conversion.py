@@ -1,7 +1,7 @@
 """From a causal LM's checkpoint to a biphasic encoder (`hf-encoders convert --from_causal_lm PATH OUT`, and biphasic
 `pretrain --from_causal_lm`), and the tokenizer fixes biphasic training needs.
 
-This is the package's side of the biphasic family: checkpoints carry the model folder only, so the conversion lives
+This is the package's side of the biphasic method: checkpoints carry the model folder only, so the conversion lives
 here, as transformers keeps its `convert_*.py` scripts beside (not inside) the modeling files.
 """
 
