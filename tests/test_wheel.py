@@ -74,14 +74,16 @@ def test_the_installed_wheel_finds_its_cards_as_package_data(tmp_path):
         text=True,
     )
     assert installed.returncode == 0, installed.stderr
+    environment = {"PYTHONPATH": str(target), "HF_HUB_OFFLINE": "1", "PATH": ""}
     found = subprocess.run(
-        [sys.executable, "-c", FIND_CARDS],
-        cwd=tmp_path,
-        env={"PYTHONPATH": str(target), "HF_HUB_OFFLINE": "1", "PATH": ""},
-        capture_output=True,
-        text=True,
+        [sys.executable, "-c", FIND_CARDS], cwd=tmp_path, env=environment, capture_output=True, text=True
     )
     assert found.returncode == 0, found.stderr[-3000:]
     templates, cards = json.loads(found.stdout.splitlines()[-1])
     assert Path(templates) == target / "hf_encoders" / "model_cards"
     assert {f"{method.card_template}.md" for method in METHODS.values()} <= set(cards)
+    # The installed script, as `python -m hf_encoders` runs it.
+    usage = subprocess.run(
+        [sys.executable, "-m", "hf_encoders", "--help"], cwd=tmp_path, env=environment, capture_output=True, text=True
+    )
+    assert usage.returncode == 0 and "SUBCOMMAND" in usage.stdout, usage.stderr[-3000:]
