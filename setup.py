@@ -1,6 +1,6 @@
-"""setuptools reads everything from pyproject.toml but the package list: `packages.find` finds every package under
-hf_encoders/, and cannot add hf_encoders.model_cards, which pyproject.toml maps onto the repository's top folder
-model_cards/ (the card templates, package data)."""
+"""setuptools reads everything from pyproject.toml but the package list, which pyproject.toml cannot state: every
+package found under hf_encoders/, plus hf_encoders.model_cards, which pyproject.toml maps onto the repository's top
+folder model_cards/ (the card templates, package data) and which no search of hf_encoders/ finds."""
 
 from setuptools import find_packages, setup
 
