@@ -54,7 +54,7 @@ class LoraSpec:
     classifier: Callable[[Path, int], nn.Module]
     # The head `lora_config` leaves to modules_to_save.
     head: tuple[str, ...]
-    # The encoder modules peft's "all-linear" adapts (the names examples/peft_lora.md lists).
+    # The encoder modules peft's "all-linear" adapts (the names docs/lora.md lists).
     all_linear: tuple[str, ...]
     # A rate at which 20 steps learn tests/test_peft.py's toy task.
     learning_rate: float

@@ -320,7 +320,7 @@ def test_fsdp2_ranks_agree_with_one_process_and_the_teacher_stays(method, ddp_ru
 def test_fsdp2_still_refuses_bert_shared_output_bias(ddp_runs):
     """accelerate 1.15 groups the tied input and output embeddings, but BERT's output layer also shares its bias
     with `cls.predictions.bias`, which stays in the root group; torch 2.13 refuses a parameter seen by two groups.
-    examples/distributed.md documents this; when this test fails, the dependency bug is fixed: update the docs."""
+    docs/distributed.md documents this; when this test fails, the dependency bug is fixed: update the docs."""
     for rank in RANKS:
         record = json.loads((ddp_runs / "fsdp-tacl-bert" / f"rank{rank}.json").read_text())
         assert "cls.predictions" in record["error"] and "already managed by another FSDP group" in record["error"]

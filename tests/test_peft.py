@@ -152,7 +152,7 @@ def test_lora_trains_with_trainer_and_merges_back(method, tmp_path):
 
 @pytest.mark.parametrize("method", LORA_METHODS)
 def test_all_linear_adapts_every_encoder_projection_and_trains_the_head(method, tmp_path):
-    """The module names examples/peft_lora.md lists, and peft's "all-linear" leaving the head to modules_to_save."""
+    """The module names docs/lora.md lists, and peft's "all-linear" leaving the head to modules_to_save."""
     spec = METHOD_SPECS[method].lora
     model = spec.classifier(tmp_path, NUM_LABELS)
     peft_model = peft.get_peft_model(model, lora_config(model, target_modules="all-linear"))
