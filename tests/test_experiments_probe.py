@@ -2,13 +2,9 @@
 encoder saw the [MASK], and the decoder attention a masked position gives its neighbours."""
 
 import math
-import sys
 from pathlib import Path
 
 import pytest
-
-# The experiments are scripts, not a package: their folder goes on the path, as `python experiments/...` puts it.
-sys.path.insert(0, str(Path(__file__).parents[1] / "experiments"))
 
 
 @pytest.fixture
@@ -29,8 +25,9 @@ def probed():
 
 
 def test_the_probe_splits_the_loss_by_whether_the_encoder_saw_the_mask_and_the_halves_match_the_models_loss(probed):
-    import mae_lm_probe
     import torch
+
+    from experiments import mae_lm_probe
 
     model, corrupted, labels, masked = probed
     with torch.no_grad():
@@ -47,8 +44,9 @@ def test_the_probe_splits_the_loss_by_whether_the_encoder_saw_the_mask_and_the_h
 
 
 def test_the_probe_measures_how_much_of_a_masked_positions_decoder_attention_goes_to_its_neighbours(probed):
-    import mae_lm_probe
     import torch
+
+    from experiments import mae_lm_probe
 
     model, corrupted, labels, masked = probed
     inputs = []
@@ -89,8 +87,7 @@ def test_the_probe_measures_how_much_of_a_masked_positions_decoder_attention_goe
 
 
 def test_a_corpus_too_short_for_the_probes_blocks_says_so(tmp_path):
-    import mae_lm_probe
-
+    from experiments import mae_lm_probe
     from tests.tiny_models import save_tiny_mae_lm
 
     folder = save_tiny_mae_lm(tmp_path / "mae_lm")
@@ -103,8 +100,9 @@ def test_a_corpus_too_short_for_the_probes_blocks_says_so(tmp_path):
 
 
 def test_the_encoder_ablation_feeds_the_decoder_the_mean_state_and_puts_the_encoder_back(probed):
-    import mae_lm_probe
     import torch
+
+    from experiments import mae_lm_probe
 
     model, corrupted, labels, masked = probed
     with torch.no_grad():
@@ -126,8 +124,7 @@ def test_the_encoder_ablation_feeds_the_decoder_the_mean_state_and_puts_the_enco
 
 
 def test_the_probes_attention_measures_read_the_trained_encoder_not_the_ablated_one(tmp_path, monkeypatch):
-    import mae_lm_probe
-
+    from experiments import mae_lm_probe
     from tests.tiny_models import save_tiny_mae_lm
 
     folder = save_tiny_mae_lm(tmp_path / "mae_lm")

@@ -11,12 +11,10 @@ from types import SimpleNamespace
 import pytest
 import scipy.stats
 
-# The experiments are scripts, not a package: their folder goes on the path, as `python experiments/...` puts it.
-sys.path.insert(0, str(Path(__file__).parents[1] / "experiments"))
-import tasks
-from report import biphasic, document, mae_lm, masking, runs, tables, tacl
 from transformers import TrainerState
 
+from experiments import tasks
+from experiments.report import biphasic, document, mae_lm, masking, runs, tables, tacl
 from hf_encoders import EncoderHoldCallback
 from hf_encoders.evaluation.tasks import MAIN_METRIC
 
@@ -176,7 +174,7 @@ def test_mae_lm_from_scratch_counts_m1s_and_m2s_points_only_where_every_arm_lear
 
 
 def test_an_arm_without_a_finished_run_leaves_its_claim_pending_rather_than_judged():
-    from report.verdicts import learned_or_void
+    from experiments.report.verdicts import learned_or_void
 
     assert learned_or_void({"token": [5.0], "span": []}, 6.0) == "pending: span not finished"
     assert learned_or_void({"token": [5.0], "span": [5.4]}, 6.0) is None

@@ -15,11 +15,8 @@ from types import SimpleNamespace
 
 import pytest
 
-# The experiments are scripts, not a package: their folder goes on the path, as `python experiments/...` puts it.
-sys.path.insert(0, str(Path(__file__).parents[1] / "experiments"))
-import reproduce
-import wall_time
-from report import runs
+from experiments import reproduce, wall_time
+from experiments.report import runs
 
 
 class FakeCommands:
@@ -228,7 +225,7 @@ def test_m_pretrained_with_one_arm_named_pretrains_that_arm_only(b1_runner, call
 
 
 def test_m_and_u_mae_lm_arms_train_the_same_scratch_model_and_differ_in_masking_steps_and_rate(b1_runner, calls):
-    import masking_sweep
+    from experiments import masking_sweep
 
     b1_runner.settings.mae_lm_steps, b1_runner.settings.mae_lm_learning_rate = 400, 5e-4
     reproduce.mae_lm_arm(b1_runner, "m_delta_0.5", "--mask_in_encoder_fraction", "0.5", learning_rate=1e-3)

@@ -3,10 +3,9 @@
 import statistics
 from pathlib import Path
 
-from tasks import KINDS
-
 from hf_encoders.evaluation.report import Cell
 
+from ..tasks import KINDS
 from .figures import copy_figure, figure_link, plot_rate_grid
 from .runs import analysis, final_eval_loss, pooled_cells, pretraining_seed_roots, trained_steps, unigram_entropy
 from .tables import interval, markdown_table

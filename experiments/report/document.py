@@ -7,8 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from wall_time import ALONE_LOAD, BUSY, RECORD_LABELS, Measurement
-
+from ..wall_time import ALONE_LOAD, BUSY, RECORD_LABELS, Measurement
 from .biphasic import b1, b2, b2_equal_budget
 from .mae_lm import m1, m2, m_pretrained
 from .masking import u_masking

@@ -10,10 +10,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from tasks import KINDS
 
 from hf_encoders.evaluation.report import Cell
 
+from ..tasks import KINDS
 from .runs import held_steps
 from .verdicts import LEARNING_MARGIN
 

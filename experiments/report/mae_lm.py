@@ -5,8 +5,7 @@ import json
 import statistics
 from pathlib import Path
 
-from tasks import KINDS
-
+from ..tasks import KINDS
 from .figures import copy_figure, figure_link, plot_delta_sweep, plot_validation_curves
 from .runs import (
     analysis,
