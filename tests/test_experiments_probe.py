@@ -136,6 +136,32 @@ def test_the_probes_attention_measures_read_the_trained_encoder_not_the_ablated_
         return measure(model, *args, **kwargs)
 
     monkeypatch.setattr(mae_lm_probe, "neighbour_attention", recording)
-    measured = mae_lm_probe.probe(Path(folder), ["the cat sat on the mat"] * 4, blocks=2, length=8)
+    measured = mae_lm_probe.probe(Path(folder), ["the cat sat on the mat"] * 4, blocks=2, length=8)["delta_0"]
     assert ablated_when_measured == [False]
     assert measured["masked_lm_loss_encoder_ablated"] != pytest.approx(measured["masked_lm_loss"])
+
+
+def test_an_arm_trained_with_masks_in_its_encoder_is_probed_in_its_own_view_too(tmp_path):
+    import torch
+    from transformers import AutoTokenizer
+
+    from experiments import mae_lm_probe
+    from hf_encoders import MaeLmForMaskedLM
+    from tests.tiny_models import save_tiny_mae_lm
+
+    folder = Path(save_tiny_mae_lm(tmp_path / "mae_lm"))
+    texts = ["the cat sat on the mat"] * 4
+    assert set(mae_lm_probe.probe(folder, texts, blocks=2, length=8)) == {"delta_0"}  # MAE-LM's own view is δ = 0's
+    views = mae_lm_probe.probe(folder, texts, delta=1.0, blocks=2, length=8)
+    # δ = 1 keeps every [MASK] in the encoder: its loss, computed here from the same blocks, is the MLM layout's.
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = MaeLmForMaskedLM.from_pretrained(folder).eval()
+    ids = tokenizer("\n\n".join(texts), add_special_tokens=False)["input_ids"]
+    _, corrupted, labels = mae_lm_probe.masked_blocks(tokenizer, ids, 2, 8, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        every_mask_in = model(corrupted, labels=labels, masks_in_encoder=labels != -100).loss.item()
+        none_in = model(corrupted, labels=labels).loss.item()
+    assert views["own"]["delta"] == 1.0
+    assert views["own"]["masked_lm_loss"] == pytest.approx(every_mask_in)
+    assert views["delta_0"]["masked_lm_loss"] == pytest.approx(none_in)
+    assert every_mask_in != pytest.approx(none_in)

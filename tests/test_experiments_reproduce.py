@@ -43,10 +43,14 @@ class FakeCommands:
         return subprocess.CompletedProcess(command, 0)
 
 
+def settings(folder: Path, *arguments: str) -> argparse.Namespace:
+    """reproduce.py's settings at their defaults, into `folder`, with `arguments` on top."""
+    return reproduce.build_parser().parse_args(["--output-dir", str(folder), *arguments])
+
+
 @pytest.fixture
 def runner(tmp_path):
-    settings = argparse.Namespace(output_dir=tmp_path, seed=0)
-    runner = reproduce.Runner(settings)
+    runner = reproduce.Runner(settings(tmp_path))
     runner.experiment = "M"
     return runner
 
@@ -61,9 +65,7 @@ def calls():
 def b1_runner(runner, calls, monkeypatch):
     """A runner for experiments that start from B1's arms (pre-training seed 1, 1,500 steps, 500 continued), whose
     commands are recorded in `calls` instead of run: each counts as done."""
-    runner.settings = argparse.Namespace(
-        output_dir=runner.root, seed=1, steps=1500, continue_steps=500, finetune_steps=75, mp_arm=None
-    )
+    runner.settings = settings(runner.root, "--seed", "1", "--steps", "1500", "--continue-steps", "500")
 
     def recording(done, *arguments, checkpoints=None):
         calls.append(arguments)
@@ -110,9 +112,37 @@ def test_an_arm_whose_steps_its_validations_do_not_divide_is_refused_before_it_r
     assert calls[0][calls[0].index("--eval_steps") + 1] == "5"
 
 
+@pytest.mark.parametrize("experiment", ["T1", "T1-MiniLM"])
+def test_t1s_mlm_arm_is_the_tacl_run_with_its_contrastive_term_weighted_0(b1_runner, calls, monkeypatch, experiment):
+    monkeypatch.setattr(reproduce, "minilm_path", lambda: "minilm")
+    if experiment == "T1":
+        reproduce.t1(b1_runner)
+        b1_arm, mlm, tacl, analyze, *evaluates = calls
+        assert b1_arm[b1_arm.index("--phases") + 1] == "mlm:1.0"  # B1's MLM-only arm: skipped by hf_encoders when done
+        start, prefix = str(b1_runner.root / "pretrain" / "b1_mlm_only"), "t1h"
+    else:
+        reproduce.t1_minilm(b1_runner)
+        mlm, tacl, analyze, *evaluates = calls  # seed 1: MiniLM itself is fine-tuned in seed 0's folder only
+        start, prefix = "minilm", "t1"
+    for arm in (mlm, tacl):
+        assert arm[:5] == ("pretrain", "--method", "tacl", "--model_name_or_path", start)
+        assert arm[arm.index("--max_steps") + 1] == "500" and arm[arm.index("--seed") + 1] == "1"
+    assert mlm[mlm.index("--tacl_loss_weight") + 1] == "0" and "--tacl_loss_weight" not in tacl
+    # The two arms differ in that weight and their output folder only.
+    assert [a for a in mlm if a not in tacl] == [
+        "--tacl_loss_weight",
+        "0",
+        str(b1_runner.root / "pretrain" / f"{prefix}_mlm"),
+    ]
+    students = [str(b1_runner.root / "pretrain" / f"{prefix}_{arm}" / "student") for arm in ("mlm", "tacl")]
+    assert analyze[1:4] == (start, *students)
+    fine_tuned = [evaluate[1] for evaluate in evaluates]
+    assert fine_tuned == ([start] if experiment == "T1" else []) + students
+
+
 def test_t1_from_a_trained_head_continues_b1s_mlm_arm_with_and_without_the_contrastive_term(b1_runner, calls):
-    reproduce.t1_trained_head(b1_runner)
-    b1_arm, mlm, tacl, analyze, evaluate = calls
+    reproduce.t1(b1_runner)
+    b1_arm, mlm, tacl, analyze, *evaluates = calls
     start = str(b1_runner.root / "pretrain" / "b1_mlm_only")
     assert b1_arm[b1_arm.index("--phases") + 1] == "mlm:1.0"  # B1's MLM-only arm: skipped by hf_encoders when done
     for arm in (mlm, tacl):
@@ -120,12 +150,14 @@ def test_t1_from_a_trained_head_continues_b1s_mlm_arm_with_and_without_the_contr
         assert arm[arm.index("--max_steps") + 1] == "500" and arm[arm.index("--seed") + 1] == "1"
     assert mlm[mlm.index("--tacl_loss_weight") + 1] == "0" and "--tacl_loss_weight" not in tacl
     students = [str(b1_runner.root / "pretrain" / run / "student") for run in ("t1h_mlm", "t1h_tacl")]
-    assert analyze[1:4] == (start, *students) and evaluate[1:4] == (start, *students)
+    assert analyze[1:4] == (start, *students) and [evaluate[1] for evaluate in evaluates] == [start, *students]
 
 
-def test_an_evaluate_grid_that_grew_runs_again_and_one_that_did_not_is_skipped(runner, monkeypatch):
-    """evaluate itself skips the runs it finished (results.jsonl); the script must call it again when the grid has
-    more models, tasks, rates or seeds than the results.json it left, and not when the grid is the same."""
+@pytest.mark.parametrize("cuda", [False, True])
+def test_an_evaluate_grid_that_grew_runs_again_and_one_that_did_not_is_skipped(runner, monkeypatch, cuda):
+    """evaluate itself skips the runs it finished (results.jsonl); the script must call it again, one model at a time,
+    when the grid has more tasks, rates or seeds than the model's results.json, and not when the grid is the same.
+    Where there is a GPU the fine-tuning runs on it."""
     calls = []
 
     def evaluating(command, check, env):
@@ -133,47 +165,52 @@ def test_an_evaluate_grid_that_grew_runs_again_and_one_that_did_not_is_skipped(r
         output = Path(command[command.index("--output_dir") + 1])
         rates = command[command.index("--learning_rates") + 1].split(",")
         seeds = len(command[command.index("--seeds") + 1].split(","))
-        models = command[command.index("evaluate") + 1 : command.index("--task")]
         tasks = [command[index + 1] for index, argument in enumerate(command) if argument == "--task"]
         cells = [
-            {"model": model, "task": task, "validation_by_rate": {str(float(rate)): [50.0] * seeds for rate in rates}}
-            for model in models
-            for task in tasks
+            {"task": task, "validation_by_rate": {str(float(rate)): [50.0] * seeds for rate in rates}} for task in tasks
         ]
         output.mkdir(parents=True, exist_ok=True)
         (output / "results.json").write_text(json.dumps({"cells": cells}))
         return subprocess.CompletedProcess(command, 0)
 
     monkeypatch.setattr(reproduce.subprocess, "run", evaluating)
-    runner.settings.finetune_steps = 75
+    monkeypatch.setattr(reproduce, "cuda_available", lambda: cuda)
     one, two = {"a": runner.root / "a"}, {"a": runner.root / "a", "b": runner.root / "b"}
     grids = [(one, (1e-4, 1e-3), 2), (one, (1e-4, 1e-3), 2), (one, (1e-4, 1e-3, 1e-2), 2)]
     grids += [(one, (1e-4, 1e-3, 1e-2), 3), (two, (1e-4, 1e-3, 1e-2), 3), (two, (1e-4, 1e-3, 1e-2), 3)]
     for models, rates, seeds in grids:
-        runner.evaluate("grid", models, kinds=["sc"], learning_rates=rates, seeds=seeds)
-    runner.evaluate("grid", two, kinds=["sc", "tc"], learning_rates=(1e-4, 1e-3, 1e-2), seeds=3)  # a task more
-    runner.evaluate("grid", two, kinds=["sc", "tc"], learning_rates=(1e-4, 1e-3, 1e-2), seeds=3)
+        runner.settings.finetune_seeds = seeds
+        runner.evaluate("grid", models, kinds=["sc"], learning_rates=rates)
+    runner.evaluate("grid", two, kinds=["sc", "tc"], learning_rates=(1e-4, 1e-3, 1e-2))  # a task more
+    runner.evaluate("grid", two, kinds=["sc", "tc"], learning_rates=(1e-4, 1e-3, 1e-2))
     ran = [
         (
             c[c.index("--learning_rates") + 1],
             c[c.index("--seeds") + 1],
-            c.count(str(runner.root / "b")),
+            Path(c[c.index("evaluate") + 1]).name,
             c.count("--task"),
         )
         for c in calls
     ]
     assert ran == [
-        ("0.0001,0.001", "0,1", 0, 1),
-        ("0.0001,0.001,0.01", "0,1", 0, 1),
-        ("0.0001,0.001,0.01", "0,1,2", 0, 1),
-        ("0.0001,0.001,0.01", "0,1,2", 1, 1),
-        ("0.0001,0.001,0.01", "0,1,2", 1, 2),
+        ("0.0001,0.001", "0,1", "a", 1),
+        ("0.0001,0.001,0.01", "0,1", "a", 1),
+        ("0.0001,0.001,0.01", "0,1,2", "a", 1),
+        ("0.0001,0.001,0.01", "0,1,2", "b", 1),
+        ("0.0001,0.001,0.01", "0,1,2", "a", 2),
+        ("0.0001,0.001,0.01", "0,1,2", "b", 2),
     ]
+    # Each model into its own folder; on a GPU without --use_cpu.
+    assert [Path(c[c.index("--output_dir") + 1]).relative_to(runner.root).as_posix() for c in calls[-2:]] == [
+        "evaluate/grid/a",
+        "evaluate/grid/b",
+    ]
+    assert all(("--use_cpu" in c) != cuda for c in calls)
 
 
 def test_b2_at_equal_budget_continues_b1s_clm_and_mlm_arms_alike_with_mlm(b1_runner, calls):
     reproduce.b2_equal_budget(b1_runner)
-    clm_arm, from_clm, mlm_arm, from_mlm, analyze, evaluate = calls
+    clm_arm, from_clm, mlm_arm, from_mlm, analyze, *evaluates = calls
     assert clm_arm[clm_arm.index("--phases") + 1] == "clm:1.0" and mlm_arm[mlm_arm.index("--phases") + 1] == "mlm:1.0"
     for start, continued in (("b1_clm_only", from_clm), ("b1_mlm_only", from_mlm)):
         assert continued[continued.index("--model_name_or_path") + 1] == str(b1_runner.root / "pretrain" / start)
@@ -189,8 +226,8 @@ def test_b2_at_equal_budget_continues_b1s_clm_and_mlm_arms_alike_with_mlm(b1_run
         str(b1_runner.root / "pretrain" / "b1_clm_only"),
         continued[0],
     ]
-    assert analyze[1:3] == tuple(continued) and evaluate[1:3] == tuple(continued)
-    assert evaluate[evaluate.index("--learning_rates") + 1] == "0.001,0.003"
+    assert analyze[1:3] == tuple(continued) and [evaluate[1] for evaluate in evaluates] == continued
+    assert all(evaluate[evaluate.index("--learning_rates") + 1] == "0.001,0.003" for evaluate in evaluates)
 
 
 @pytest.mark.parametrize("steps,held", [(1000, "500"), (3000, "1500"), (6000, "1500")])
@@ -201,21 +238,21 @@ def test_m_pretrained_holds_every_arms_encoder_for_1500_steps_at_most_half_and_d
     monkeypatch.setattr(b1_runner, "probe", lambda name, models: calls.append(("probe", *map(str, models.values()))))
     b1_runner.settings.mae_lm_continue_steps = steps
     reproduce.m_pretrained(b1_runner)
-    *arms, analyze, probe, evaluate = calls
-    assert len(arms) == 3
+    arms, (analyze, probe), evaluates = calls[:3], calls[3:5], calls[5:]
     for arm in arms:
         option = {name: arm[arm.index(name) + 1] for name in ("--max_steps", "--hold_encoder_steps", "--eval_steps")}
         assert option == {"--max_steps": str(steps), "--hold_encoder_steps": held, "--eval_steps": str(steps // 10)}
         assert arm[arm.index("--model_name_or_path") + 1] == "minilm"
     folders = [str(b1_runner.root / "pretrain" / f"mp_delta_{delta}") for delta in ("1.0", "0.5", "0.0")]
     assert [[a for a in arm if a not in arms[0]] for arm in arms[1:]] == [["0.5", folders[1]], ["0.0", folders[2]]]
-    assert analyze[1:5] == ("minilm", *folders) and probe[1:] == tuple(folders) and evaluate[1:4] == tuple(folders)
+    assert analyze[1:5] == ("minilm", *folders) and probe[1:] == tuple(folders)
+    assert [evaluate[1] for evaluate in evaluates] == ["minilm", *folders]  # the start's own scores beside the arms
 
 
 def test_m_pretrained_with_one_arm_named_pretrains_that_arm_only(b1_runner, calls, monkeypatch):
     monkeypatch.setattr(reproduce, "minilm_path", lambda: "minilm")
-    b1_runner.settings = reproduce.build_parser().parse_args(
-        ["--corpus", "docs", "--output-dir", str(b1_runner.root), "--mp-arm", "0.5", "--mae-lm-continue-steps", "600"]
+    b1_runner.settings = settings(
+        b1_runner.root, "--corpus", "docs", "--mp-arm", "0.5", "--mae-lm-continue-steps", "600"
     )
     reproduce.m_pretrained(b1_runner)
     (arm,) = calls  # no analysis, probe or fine-tuning: the other arms may still be running
@@ -228,6 +265,7 @@ def test_m_and_u_mae_lm_arms_train_the_same_scratch_model_and_differ_in_masking_
     from experiments import masking_sweep
 
     b1_runner.settings.mae_lm_steps, b1_runner.settings.mae_lm_learning_rate = 400, 5e-4
+    b1_runner.settings.mlm_probability = None
     reproduce.mae_lm_arm(b1_runner, "m_delta_0.5", "--mask_in_encoder_fraction", "0.5", learning_rate=1e-3)
     masking_sweep.masking_arm(b1_runner, "mae_lm", "span")
     m_arm, u_arm = calls
@@ -363,8 +401,90 @@ def test_the_report_of_a_folder_without_from_scratch_arms_trains_their_tokenizer
     texts = [f"the {word} module reads a file and writes {word} records" for word in ("json", "csv", "os", "io")]
     (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
     reports = []
-    monkeypatch.setattr(reproduce, "write_report", lambda root, *rest: reports.append(runs.data_root(root)))
+    monkeypatch.setattr(reproduce, "write_report", lambda results_dir, *rest: reports.append(results_dir))
     # --corpus left at its default, which need not exist: the folder's corpus.jsonl is read instead.
-    reproduce.main(["--only", "report", "--output-dir", str(tmp_path)])
-    assert reports == [tmp_path]
+    reproduce.main(["--only", "report", "--output-dir", str(tmp_path), "--results-dir", str(tmp_path / "results")])
+    assert reports == [tmp_path / "results"]
     assert runs.unigram_entropy(tmp_path) > 0  # the trained vocabulary tokenizes the corpus
+
+
+def test_m_trains_bert_of_the_same_size_beside_the_delta_arms_and_probes_each_in_its_own_delta(
+    b1_runner, calls, monkeypatch
+):
+    probed = []
+    monkeypatch.setattr(
+        reproduce.mae_lm_probe, "main", lambda corpus, output, checkpoints, deltas: probed.append(deltas)
+    )
+    monkeypatch.setattr(reproduce, "on_unigram_plateau", lambda root, runs: True)  # not fine-tuned
+    b1_runner.settings.skip_collapsed_sweep = True
+    reproduce.m_mae_lm(b1_runner)
+    *arms, analyze = calls
+    methods = [arm[arm.index("--method") + 1] for arm in arms]
+    assert methods == ["mae_lm", "mae_lm", "mae_lm", "mlm"]
+    control = arms[-1]
+    assert control[control.index("--config_overrides") + 1] == reproduce.SCRATCH_LAYERS
+    assert control[control.index("--learning_rate") + 1] == "0.0003"  # the δ arms' rate
+    assert analyze[analyze.index("--labels") + 1 : analyze.index("--corpus")] == (
+        "delta_1.0",
+        "delta_0.5",
+        "delta_0.0",
+        "mlm",
+    )
+    assert probed == [[1.0, 0.5, 0.0]]
+
+
+def test_b1_fine_tunes_clm_alone_too_over_the_rate_grid(b1_runner, calls):
+    reproduce.b1_pfs(b1_runner)
+    arms, evaluates = calls[:3], calls[4:]
+    assert [arm[arm.index("--phases") + 1] for arm in arms] == ["clm:0.25,mlm:0.75", "mlm:1.0", "clm:1.0"]
+    assert [evaluate[1] for evaluate in evaluates] == [str(arm[arm.index("--output_dir") + 1]) for arm in arms]
+    assert all(call[call.index("--learning_rates") + 1] == "0.0001,0.0003,0.001,0.003,0.01" for call in evaluates)
+
+
+@pytest.mark.parametrize("ratio", [None, 0.15])
+def test_the_masking_sweep_runs_every_unit_at_another_ratio_and_fine_tunes_a_random_init_floor(
+    b1_runner, calls, monkeypatch, ratio
+):
+    from experiments import masking_sweep
+
+    monkeypatch.setattr(masking_sweep, "on_unigram_plateau", lambda root, runs: False)
+    b1_runner.settings.mlm_probability, b1_runner.settings.mae_lm_steps = ratio, 400
+    masking_sweep.masking_sweep(b1_runner, ["biphasic"])
+    outputs = [Path(call[call.index("--output_dir") + 1]).name for call in calls if call[0] == "pretrain"]
+    prefix = "u" if ratio is None else "u15"
+    token = "b1_mlm_only" if ratio is None else f"{prefix}_biphasic_token"  # at its own 40%, B1's arm is the token arm
+    units = [token, f"{prefix}_biphasic_whole_word", f"{prefix}_biphasic_span"]
+    assert outputs == [*units, *(f"{unit}_token_eval" for unit in units), "u_random_init"]
+    pretrains = [call for call in calls if call[0] == "pretrain"]
+    assert all(("--mlm_probability" in call) == (ratio is not None) for call in pretrains[:6])
+    floor = pretrains[-1]
+    assert floor[floor.index("--max_steps") + 1] == "1" and floor[floor.index("--learning_rate") + 1] == "0.0"
+    evaluated = [
+        Path(call[call.index("--output_dir") + 1]).relative_to(b1_runner.root).as_posix()
+        for call in calls
+        if call[0] == "evaluate"
+    ]
+    assert evaluated[-1] == "evaluate/u_random_init/random_init"
+    assert evaluated[:3] == [f"evaluate/{prefix}_biphasic/biphasic_{unit}" for unit in ("token", "whole_word", "span")]
+
+
+def test_the_tasks_come_from_every_third_page_and_pretraining_never_reads_them(tmp_path, monkeypatch):
+    from experiments import corpus, tasks
+
+    pages = [
+        corpus.SourceFile("library", [corpus.Section(f"page {index}", [corpus.Paragraph(f"text {index}")])])
+        for index in range(7)
+    ]
+    task_files, pretraining_files = tasks.task_pages(pages)
+    assert task_files == [pages[0], pages[3], pages[6]] and pretraining_files == [
+        pages[1],
+        pages[2],
+        pages[4],
+        pages[5],
+    ]
+    written = []
+    monkeypatch.setattr(reproduce, "read_sources", lambda folder: pages)
+    monkeypatch.setattr(reproduce, "write_task_folders", lambda files, root: written.append(files))
+    reproduce.prepare(reproduce.Runner(settings(tmp_path)))
+    read = [json.loads(line)["text"] for line in (tmp_path / "corpus.jsonl").read_text().splitlines()]
+    assert written == [task_files] and read == ["text 1", "text 2", "text 4", "text 5"]

@@ -1,167 +1,300 @@
-"""B1 and B2 (paper 004): CLM then MLM against MLM alone at equal budget, and MLM continued from a causal LM."""
+"""B1 and B2 (Should We Still Pretrain Encoders with Masked Language Modeling?, Gisserot-Boukhlef et al., 2025):
+CLM then MLM against MLM alone at equal steps (Fig. 6), CLM against MLM over the fine-tuning rate grid (Fig. 5), MLM
+continued from a CLM model against from an MLM model (Fig. 8), and the conversion of a causal LM (a check)."""
 
 import statistics
-from pathlib import Path
-
-from hf_encoders.evaluation.report import Cell
 
 from ..tasks import KINDS
-from .figures import copy_figure, figure_link, plot_rate_grid
-from .runs import analysis, final_eval_loss, pooled_cells, pretraining_seed_roots, trained_steps, unigram_entropy
-from .tables import interval, markdown_table
-from .verdicts import LEARNING_MARGIN, VERDICTS, learned_or_void, task_wins
+from .results import Arm, Results, over_seeds
+from .rules import (
+    LEARNING_MARGIN,
+    Claim,
+    compare,
+    downstream_point,
+    learned_or_void,
+    pending_point,
+    verdict,
+)
+from .tables import markdown_table, per_seed, provenance_lines, score_cell
 
-B1_ARMS = ("clm_then_mlm", "mlm_only")  # compared downstream
-PHASE_ARMS = (*B1_ARMS, "clm_only")  # pre-trained and analysed
+B1_SOURCE = (
+    "Paper 004 §4, Fig. 6: “combining CLM and MLM consistently improves downstream performance compared to MLM-only "
+    "training. In particular, the 25%-75% split reliably surpasses the MLM baseline”"
+)
+B1_RULE = (
+    "Void unless both arms' validation MLM loss is 0.5 nats below the unigram entropy. One point: CLM 25% → MLM 75% "
+    "above MLM alone (same steps, one WSD schedule) on more tasks than below, each arm at its best rate."
+)
+STABILITY_SOURCE = (
+    "Paper 004 §3, Fig. 5: “models pretrained with CLM demonstrate lower sensitivity to learning rate choices than "
+    "those pretrained with MLM”"
+)
+STABILITY_RULE = (
+    "Void unless both arms' validation loss is 0.5 nats below the unigram entropy. One point, CLM-only against "
+    "MLM-only over the fine-tuning rate grid: per task and pre-training seed, the median over the grid's rates of the "
+    "fall of the validation mean below the best rate's (one diverged rate moves a median of five by one place, not "
+    "by its size); CLM's smaller on more tasks than larger, beyond the noise margin."
+)
+B2E_SOURCE = (
+    "Paper 004 §5, Fig. 8: “MLM CPT on a CLM-pretrained model outperforms MLM-only training”; “the MLM-adapted CLM "
+    "model consistently achieves superior downstream performance”"
+)
+B2E_RULE = (
+    "Void unless both continued arms' validation MLM loss is 0.5 nats below the unigram entropy. One point: MLM "
+    "continued from the CLM-only arm above MLM continued from the MLM-only arm (equal size, tokens and decayed "
+    "schedule, then equal MLM steps) on more tasks than below."
+)
+B2_CHECK = (
+    "Not a claim of paper 004, a check of the conversion it builds on: SmolLM2-135M converted to an encoder, "
+    f"continued with MLM, must end {LEARNING_MARGIN} nats below the unigram entropy; the same architecture from "
+    "scratch at the same steps is shown beside it, unjudged."
+)
+RULES = {
+    "B1": (B1_SOURCE, B1_RULE),
+    "B1, stability": (STABILITY_SOURCE, STABILITY_RULE),
+    "B2, equal budget": (B2E_SOURCE, B2E_RULE),
+    "B2": (
+        "Paper 004 §2 (CPT): “Training is initialized from models pretrained using either CLM or MLM and is then "
+        "continued with MLM”",
+        B2_CHECK,
+    ),
+}
+
+B1_ARMS = ("clm_then_mlm", "mlm_only")
 
 
-def b1(root: Path, figures: Path):
-    roots = pretraining_seed_roots(root, "b1")
-    if not roots:
+def b1(results: dict[str, Results]):
+    """B1's two rows (downstream, Fig. 6; stability, Fig. 5) and its section."""
+    found = results.get("B1")
+    if found is None:
         return None
-    cells = pooled_cells(roots, "b1", {f"b1_{arm}": arm for arm in B1_ARMS})
-    pfs, mlm = B1_ARMS
-    entropy = unigram_entropy(roots[0])
-    losses = {arm: [final_eval_loss(seed_root, f"b1_{arm}") for seed_root in roots] for arm in PHASE_ARMS}
-    wins, clear = task_wins(cells, pfs, mlm, KINDS)
-    steadier = [kind for kind in KINDS if rate_spread(cells[pfs, kind]) < rate_spread(cells[mlm, kind])]
-    compared = {arm: losses[arm] for arm in B1_ARMS}
-    verdict = learned_or_void(compared, entropy) or VERDICTS[(len(wins) >= 3) + (len(steadier) >= 3)]
-    rates = cells[pfs, "sc"].validation_by_rate
-    fine_tunings = len(next(iter(rates.values())))
-    row = (
-        "| B1 | Paper 004 (PFS, Fig. 5): at equal budget, CLM 25% → MLM 75% beats MLM 100% downstream and is less "
-        f"sensitive to the fine-tuning rate | CLM→MLM beats MLM on {wins_text(wins, clear)}, moves less over the rate "
-        f"grid on {len(steadier)}/4 ({', '.join(steadier) or 'none'}); "
-        f"{losses_text(losses[pfs], losses[mlm], entropy)}, {len(roots)} pre-training seeds | {verdict} |"
+    arms = found.arms
+    pfs, mlm = arms["clm_then_mlm"], arms["mlm_only"]
+    void = learned_or_void({name: arms[name].per_seed("validation_loss") for name in B1_ARMS}, found.entropy)
+    downstream = scores_point(pfs, mlm)
+    losses = f"validation MLM loss {loss(pfs):.2f} vs {loss(mlm):.2f} (unigram {found.entropy:.2f})"
+    seeds = f"{len(found.seeds)} pre-training seed{'s' if len(found.seeds) > 1 else ''}"
+    downstream_claim = Claim(
+        "B1",
+        "CLM 25% → MLM 75% beats MLM alone downstream at equal steps",
+        f"{means_text(pfs, mlm)}; {losses}; {seeds}",
+        [downstream],
+        void or verdict([downstream]),
     )
-    analyses = [analysis(seed_root, "b1") or {} for seed_root in roots]
+    clm = arms["clm_only"]
+    stability = stability_point(clm, arms["mlm_only"])
+    stability_void = learned_or_void(
+        {"clm_only": clm.per_seed("validation_loss"), "mlm_only": mlm.per_seed("validation_loss")}, found.entropy
+    )
+    stability_claim = Claim(
+        "B1, stability",
+        "CLM-pretrained models are less sensitive to the fine-tuning rate than MLM-pretrained ones",
+        stability_numbers(clm, mlm, found),
+        [stability],
+        stability_void or verdict([stability]),
+    )
     section = [
-        "## B1 — CLM → MLM against MLM and CLM alone (same biphasic architecture, one WSD schedule)",
+        "## B1 — CLM → MLM against MLM and CLM alone (one biphasic architecture, one WSD schedule)",
         "",
-        f"{len(roots)} pre-training seeds, each arm fine-tuned at rates {', '.join(f'{rate:g}' for rate in rates)}: "
-        f"{fine_tunings} runs per arm, task and rate over the pre-training × fine-tuning seeds. Verdict rule: void "
-        f"unless every compared arm's validation loss is at least {LEARNING_MARGIN} nats below the unigram entropy; "
-        "then one point for a better test mean on 3 of 4 tasks, one for a smaller fall of the validation mean from "
-        "the best rate to the worst on 3 of 4 (paper 004's Fig. 5: CLM-pretrained models are less sensitive to the "
-        "learning rate).",
+        f"{found.setup.get('text', '')} Fine-tuned at rates {', '.join(f'{rate:g}' for rate in found.setup.get('finetune_rates', []))}; "
+        "each arm's test score at its best rate per task.",
         "",
-        *seed_arms_table(PHASE_ARMS, losses, entropy, analyses),
+        *provenance_lines(found),
+        *seed_arms_table(found),
         "",
-        "The validation loss is the objective of the arm's last phase (CLM's for clm_only), so it compares the two "
-        "MLM-ending arms only. CLM alone is not fine-tuned (2-core budget). Downstream, test split at the best rate, "
-        "mean and 95% confidence interval over every pre-training × fine-tuning seed (Student t); the fall over the "
-        "rate grid is in validation points:",
+        "The validation loss is the objective of the arm's last phase (CLM's for clm_only).",
         "",
-        *markdown_table(
-            ["arm", *(f"{kind} (fall over rates)" for kind in KINDS)],
-            [
-                [arm, *(f"{interval(cells[arm, kind])} ({rate_spread(cells[arm, kind]):.1f})" for kind in KINDS)]
-                for arm in B1_ARMS
-            ],
-        ),
-        "",
-        figure_link(plot_rate_grid(cells, figures / "b1_rate_grid.png").name),
-        copy_figure(roots[0] / "analysis" / "b1" / "layer_curves.png", figures, "b1_layer_curves.png"),
+        *scores_table(found),
+        *stability_table(found),
+        *(f"![{name}](figures/{name})" for name in found.data.get("figures", [])),
         "",
     ]
-    return row, section
+    return [downstream_claim, stability_claim], section
 
 
-def seed_arms_table(arms, losses: dict[str, list[float]], entropy: float, analyses: list[dict]) -> list[str]:
+def loss(arm: Arm) -> float:
+    return statistics.fmean(arm.per_seed("validation_loss"))
+
+
+def scores_point(expected_higher: Arm, expected_lower: Arm):
+    higher, lower = expected_higher.scores(), expected_lower.scores()
+    kinds = [kind for kind in KINDS if kind in higher and kind in lower]
+    if not kinds:
+        return pending_point("downstream", "not fine-tuned")
+    return downstream_point(
+        "downstream", {kind: compare(higher[kind].estimate, lower[kind].estimate) for kind in kinds}
+    )
+
+
+def means_text(first: Arm, second: Arm) -> str:
+    """Test means per task, first arm against second."""
+    one, two = first.scores(), second.scores()
+    kinds = [kind for kind in KINDS if kind in one and kind in two]
+    if not kinds:
+        return "not fine-tuned"
+    pairs = ", ".join(f"{kind} {one[kind].estimate.mean:.1f} vs {two[kind].estimate.mean:.1f}" for kind in kinds)
+    return f"test means {pairs}"
+
+
+def rate_sensitivity(by_rate: dict[float, float]) -> float:
+    """Median over the grid's rates of the fall of the validation mean below the best rate's (points)."""
+    best = max(by_rate.values())
+    return statistics.median(best - value for value in by_rate.values())
+
+
+def sensitivity(arm: Arm, kind: str):
+    """The rate sensitivity of `arm` on `kind` over its pre-training seeds; None without the rate grid per seed."""
+    scores = arm.scores()
+    if kind not in scores or not scores[kind].validation_by_rate:
+        return None
+    by_seed = scores[kind].validation_by_rate
+    if any(len(rates) < 3 for rates in by_seed):  # a median fall needs a grid, not one or two rates
+        return None
+    return over_seeds([rate_sensitivity(rates) for rates in by_seed])
+
+
+def stability_point(clm: Arm, mlm: Arm):
+    measured = {kind: (sensitivity(clm, kind), sensitivity(mlm, kind)) for kind in KINDS}
+    measured = {kind: pair for kind, pair in measured.items() if None not in pair}
+    if not measured:
+        why = "CLM-only not fine-tuned over the rate grid" if not clm.scores() else "no rate grid per pre-training seed"
+        return pending_point("rate sensitivity", why)
+    # The paper expects MLM's fall to be the larger.
+    return downstream_point(
+        "rate sensitivity", {kind: compare(mlm_value, clm_value) for kind, (clm_value, mlm_value) in measured.items()}
+    )
+
+
+def stability_numbers(clm: Arm, mlm: Arm, found: Results) -> str:
+    cells = []
+    for kind in KINDS:
+        pair = (sensitivity(clm, kind), sensitivity(mlm, kind))
+        if None not in pair:
+            cells.append(f"{kind} {pair[0].mean:.1f} vs {pair[1].mean:.1f}")
+    if not cells:
+        return "CLM-only not fine-tuned (only CLM → MLM and MLM alone were, at this budget)"
+    return "median fall below the best rate, CLM-only vs MLM-only (validation points): " + ", ".join(cells)
+
+
+def seed_arms_table(found: Results) -> list[str]:
     """Per arm, each pre-training seed's validation loss (and its distance below the unigram entropy) and the top
-    layer's self-similarity and rank from each seed's analysis."""
-    return markdown_table(
-        ["arm", "validation loss per seed (unigram − loss)", "self-similarity (top)", "rank clean (top)"],
-        [
+    layer's self-similarity and rank."""
+    rows = []
+    for name, arm in found.arms.items():
+        analysis = arm.per_seed("analysis")
+        rows.append(
             [
-                arm,
-                ", ".join(f"{loss:.3f} ({entropy - loss:+.2f})" for loss in losses[arm]),
-                ", ".join(f"{a[arm]['self_similarity'][-1]:.3f}" for a in analyses if arm in a),
-                ", ".join(str(a[arm]["effective_rank"][-1]) for a in analyses if arm in a),
+                name,
+                ", ".join(f"{value:.3f} ({found.entropy - value:+.2f})" for value in arm.per_seed("validation_loss")),
+                per_seed([seed["self_similarity"][-1] for seed in analysis if "self_similarity" in seed]),
+                per_seed([seed["rank_clean"][-1] for seed in analysis if "rank_clean" in seed]),
             ]
-            for arm in arms
-        ],
-    )
+        )
+    header = ["arm", "validation loss per seed (unigram − loss)", "self-similarity (top)", "rank clean (top)"]
+    return markdown_table(header, rows)
 
 
-B2_STARTS = ("clm_only", "mlm_only")  # B1's arms, each continued with MLM
-
-
-def b2_equal_budget(root: Path, figures: Path):
-    """Paper 004's section 5 at our scale: B1's CLM-only and MLM-only arms, equal in size, tokens and decayed
-    schedule, each continued with MLM for the same steps (reproduce.py's B2-equal-budget)."""
-    roots = pretraining_seed_roots(root, "b2e")
-    if not roots:
-        return None
-    arms = [f"cpt_{start}" for start in B2_STARTS]
-    cells = pooled_cells(roots, "b2e", {f"b2e_{arm}": arm for arm in arms})
-    from_clm, from_mlm = arms
-    entropy = unigram_entropy(roots[0])
-    losses = {arm: [final_eval_loss(seed_root, f"b2e_{arm}") for seed_root in roots] for arm in arms}
-    starting = [final_eval_loss(seed_root, "b1_mlm_only") for seed_root in roots]
-    wins, clear = task_wins(cells, from_clm, from_mlm, KINDS)
-    verdict = learned_or_void(losses, entropy) or VERDICTS[(len(wins) >= 2) + (len(wins) >= 3)]
-    steps = trained_steps(roots[0], f"b2e_{from_clm}")
-    row = (
-        "| B2, equal budget | Paper 004 (CPT, section 5): continuing a CLM-pretrained model with MLM beats continuing "
-        f"an MLM-pretrained model of equal training with MLM | from CLM beats from MLM on {wins_text(wins, clear)}; "
-        f"{losses_text(losses[from_clm], losses[from_mlm], entropy)}, {len(roots)} pre-training seeds | {verdict} |"
-    )
-    analyses = [analysis(seed_root, "b2e") or {} for seed_root in roots]
-    section = [
-        "## B2 at equal budget — MLM continued from B1's CLM-only and MLM-only arms",
-        "",
-        f"Each pre-training seed's B1 CLM-only and MLM-only arms (the same architecture, tokens and decayed WSD "
-        f"schedule) continued with MLM (40% masking, every masked token [MASK]) for {steps} steps at a peak rate of "
-        "1e-3, WSD again; then fine-tuned on every task at 1e-3 and 3e-3, the rate chosen per task by the validation "
-        "mean. Verdict rule: void unless both continued arms' validation MLM loss is at least "
-        f"{LEARNING_MARGIN} nats below the unigram entropy; then reproduced if the CLM start's test mean is higher on 3 "
-        "of 4 tasks, partly on 2, not reproduced on fewer.",
-        "",
-        *seed_arms_table(arms, losses, entropy, analyses),
-        "",
-        f"Before the continuation, the MLM-only start was at {', '.join(f'{loss:.3f}' for loss in starting)} "
-        "(B1's table); the CLM-only start had never seen a masked token. Downstream, test split at the best rate, "
-        "mean and 95% confidence interval over every pre-training × fine-tuning seed (Student t):",
+def scores_table(found: Results) -> list[str]:
+    fine_tuned = {name: arm.scores() for name, arm in found.arms.items() if arm.scores()}
+    if not fine_tuned:
+        return []
+    units = {score.estimate.describe() for scores in fine_tuned.values() for score in scores.values()}
+    return [
+        f"Test scores at each arm's best rate: mean and 95% interval over {' / '.join(sorted(units))}.",
         "",
         *markdown_table(
-            ["arm", *(f"{kind} ({cells[from_clm, kind].metric})" for kind in KINDS)],
-            [[arm, *(interval(cells[arm, kind]) for kind in KINDS)] for arm in arms],
+            ["arm", *KINDS],
+            [[name, *(score_cell(scores, kind) for kind in KINDS)] for name, scores in fine_tuned.items()],
         ),
         "",
     ]
-    return row, section
 
 
-def b2(root: Path, figures: Path):
-    if not (root / "pretrain" / "b2_scratch" / "log_history.json").exists():
+def stability_table(found: Results) -> list[str]:
+    rows = []
+    for name, arm in found.arms.items():
+        values = [sensitivity(arm, kind) for kind in KINDS]
+        if any(value is not None for value in values):
+            rows.append(
+                [
+                    name,
+                    *(
+                        "" if value is None else f"{value.mean:.1f} ({per_seed(list(value.values), 1)})"
+                        for value in values
+                    ),
+                ]
+            )
+    if not rows:
+        return []
+    return [
+        "Rate sensitivity: the median fall of the validation mean below the best rate over the grid, points (per "
+        "pre-training seed in brackets).",
+        "",
+        *markdown_table(["arm", *KINDS], rows),
+        "",
+    ]
+
+
+def b2_equal_budget(results: dict[str, Results]):
+    found = results.get("B2-equal-budget")
+    if found is None:
         return None
-    cpt, scratch = final_eval_loss(root, "b2_cpt"), final_eval_loss(root, "b2_scratch")
-    # Both arms read SmolLM2's vocabulary (the scratch arm takes the converted model's tokenizer).
-    entropy = unigram_entropy(root, root / "smollm2_encoder")
-    void = learned_or_void({"from scratch": [scratch], "from SmolLM2-135M": [cpt]}, entropy)
-    row = (
-        "| B2 | Paper 004 (CPT): MLM continued from a causal LM beats MLM from scratch at equal MLM steps | held-out "
-        f"masked-LM loss: from SmolLM2-135M {cpt:.3f}, from scratch {scratch:.3f} (unigram {entropy:.2f}) | "
-        f"{void or VERDICTS[2 if cpt < scratch else 0]} |"
+    arms = found.arms
+    from_clm, from_mlm = arms["cpt_clm_only"], arms["cpt_mlm_only"]
+    void = learned_or_void({name: arm.per_seed("validation_loss") for name, arm in arms.items()}, found.entropy)
+    point = scores_point(from_clm, from_mlm)
+    seeds = f"{len(found.seeds)} pre-training seed{'s' if len(found.seeds) > 1 else ''}"
+    claim = Claim(
+        "B2, equal budget",
+        "MLM continued from a CLM model beats MLM continued from an MLM model of equal training",
+        f"{means_text(from_clm, from_mlm)}; validation MLM loss {loss(from_clm):.2f} vs {loss(from_mlm):.2f} "
+        f"(unigram {found.entropy:.2f}); {seeds}",
+        [point],
+        void or verdict([point]),
     )
-    return row, []
+    start = found.data.get("start_validation_loss", {})
+    section = [
+        "## B2, equal budget — MLM continued from B1's CLM-only and MLM-only arms",
+        "",
+        f"{found.setup.get('text', '')}",
+        "",
+        *provenance_lines(found),
+        *seed_arms_table(found),
+        "",
+        f"Before the continuation, the MLM-only start was at {per_seed(start.get('mlm_only', []))}; the CLM-only start "
+        "had never seen a masked token.",
+        "",
+        *scores_table(found),
+    ]
+    return [claim], section
 
 
-def rate_spread(cell: Cell) -> float:
-    """How far the validation mean falls from the best fine-tuning rate to the worst: paper 004's Fig. 5 stability."""
-    means = [statistics.fmean(values) for values in cell.validation_by_rate.values()]
-    return max(means) - min(means)
-
-
-def wins_text(wins: list[str], clear: list[str]) -> str:
-    """ "N/4 tasks (the tasks won; intervals apart on M: those whose intervals do not overlap)"."""
-    return f"{len(wins)}/4 tasks ({', '.join(wins) or 'none'}; intervals apart on {len(clear)}: {', '.join(clear) or 'none'})"
-
-
-def losses_text(first: list[float], second: list[float], entropy: float) -> str:
-    """Two arms' validation MLM losses, each a mean over pre-training seeds, beside the unigram entropy."""
-    return (
-        f"validation MLM loss {statistics.fmean(first):.2f} vs {statistics.fmean(second):.2f} (unigram {entropy:.2f})"
+def b2(results: dict[str, Results]):
+    """B2: a check that the conversion of a causal LM serves MLM at once; no verdict on paper 004."""
+    found = results.get("B2")
+    if found is None:
+        return None
+    converted, scratch = (
+        statistics.fmean(found.arm(name).per_seed("validation_loss")) for name in ("from_smollm2", "from_scratch")
     )
+    passed = converted < found.entropy - LEARNING_MARGIN
+    claim = Claim(
+        "B2",
+        "a causal LM converted to an encoder serves MLM at once (a check, not a claim of the paper)",
+        f"held-out masked-LM loss after {found.setup.get('steps')} MLM steps: from SmolLM2-135M {converted:.3f}, from "
+        f"scratch {scratch:.3f} (unigram {found.entropy:.2f})",
+        [],
+        "check passed"
+        if passed
+        else f"check failed: the converted model is not {LEARNING_MARGIN} nats below the entropy",
+    )
+    section = [
+        "## B2 — SmolLM2-135M converted and continued with MLM (a check)",
+        "",
+        f"{found.setup.get('steps')} MLM steps at batch {found.setup.get('batch')} × {found.setup.get('block')} and "
+        f"{found.setup.get('peak_rate'):g}, from the converted model and from scratch in the same architecture; the "
+        "unigram entropy is in SmolLM2's vocabulary.",
+        "",
+        *provenance_lines(found),
+    ]
+    return [claim], section

@@ -1,289 +1,245 @@
-"""M1 and M2 (MAE-LM, Fig. 1, 4, 5): the share δ of [MASK] tokens kept in the encoder, from scratch and from
-all-MiniLM-L6-v2, with mae_lm_probe.py's account of why the ranks are what they are."""
+"""M1 and M2 (MAE-LM §2.2, §4.3, §4.4; Fig. 1a, 4, 5a): the share δ of [MASK] tokens kept in the encoder, from
+scratch (M) and from all-MiniLM-L6-v2 (M-pretrained), with mae_lm_probe.py's account of why the ranks are what they
+are."""
 
-import json
 import statistics
-from pathlib import Path
 
 from ..tasks import KINDS
-from .figures import copy_figure, figure_link, plot_delta_sweep, plot_validation_curves
-from .runs import (
-    analysis,
-    experiment_root,
-    final_eval_loss,
-    held_steps,
-    minilm_path,
-    peak_rate,
-    pooled_cells,
-    scores,
-    trained_steps,
-    unigram_entropy,
+from .results import Arm, Results
+from .rules import Claim, compare, downstream_point, learned_or_void, measure_point, pending_point, verdict
+from .tables import layers, markdown_table, per_seed, provenance_lines, score_cell
+
+DELTAS = ("0.0", "0.5", "1.0")
+MLM_LAYOUT, MAE_LM = "delta_1.0", "delta_0.0"
+
+M1_SOURCE = (
+    "MAE-LM §2.2, Fig. 1a: “It generally holds that rank_0.9(H̃^l) < rank_0.9(H^l), and the gap is more prominent in "
+    "deeper layers” (H̃: the input without [MASK]; H: the input with 15% [MASK], its [MASK] positions included); §4.4, "
+    "Fig. 5a: “MAE-LM closes the gap caused by [MASK] tokens in vanilla MLM pretraining”"
 )
-from .tables import interval, markdown_table, score_cells
-from .verdicts import LEARNING_MARGIN, VERDICTS, learned_or_void
+M1_RULE = (
+    "Void unless every δ arm's validation loss is 0.5 nats below the unigram entropy. (1) The MLM layout (δ = 1): the "
+    "top layer's rank_0.9 of the clean input below that of the input with 15% [MASK] (every position, the [MASK]s "
+    "included). (2) MAE-LM (δ = 0): its top layer's clean rank above the MLM layout's clean rank. A rank measured on "
+    "one pre-training seed has no spread: its direction is reported and does not count."
+)
+M2_SOURCE = (
+    "MAE-LM §4.3, Fig. 4: “There is a clear trend that including a higher portion of [MASK] tokens in the encoder "
+    "degrades its performance”"
+)
+M2_RULE = (
+    "Void as M1. One point, downstream (Fig. 4 is GLUE and SQuAD only): δ = 0 above δ = 1 on more tasks than below, "
+    "each at its best rate. The real tokens' rank over δ is our extension of the claim: reported, not judged."
+)
+RULES = {"M1": (M1_SOURCE, M1_RULE), "M2": (M2_SOURCE, M2_RULE)}
 
-DELTA_LABELS = [f"delta_{delta}" for delta in ("0.0", "0.5", "1.0")]
+
+def delta_arms(found: Results) -> dict[str, Arm]:
+    return {delta: found.arm(f"delta_{delta}") for delta in DELTAS}
 
 
-def deltas(root: Path):
-    """M from scratch: the δ arms' analysis, their fine-tuning scores, and the void verdict unless every arm learned."""
-    models = analysis(root, "m")
-    if models is None:
-        return None
-    losses = {label: final_eval_loss(root, f"m_{label}") for label in DELTA_LABELS}
-    return models, scores(root, "m"), delta_void(losses, unigram_entropy(root))
+def delta_void(found: Results) -> str | None:
+    losses = {f"δ = {delta}": arm.per_seed("validation_loss") for delta, arm in delta_arms(found).items()}
+    return learned_or_void(losses, found.entropy)
 
 
-def m1(root: Path, figures: Path):
-    root = experiment_root(root, "m")
-    found = deltas(root)
-    if found is None:
-        return None
-    models, table, void = found
-    mlm, mae = models["delta_1.0"], models["delta_0.0"]
-    verdict = void or VERDICTS[m1_points(models)]
-    row = (
-        "| M1 | MAE-LM (Fig. 1, 5): an MLM model's real tokens use fewer dimensions when [MASK] is in the input; "
-        "MAE-LM closes the gap and its real tokens use at least as many | top-layer rank_0.9 of real tokens, "
-        f"MLM (δ=1): {mlm['effective_rank'][-1]} clean / {mlm['effective_rank_with_mask'][-1]} with [MASK]; "
-        f"MAE-LM (δ=0): {mae['effective_rank'][-1]} / {mae['effective_rank_with_mask'][-1]} (of 256) | {verdict} |"
-    )
-    section = [
-        "## M1, M2 — MAE-LM and the share δ of [MASK] tokens kept in the encoder",
-        "",
-        "δ = 1 is MLM on MAE-LM's layout (every [MASK] enters the encoder, the decoder still predicts), δ = 0 is "
-        "MAE-LM. Same architecture, data, steps and seed. M1's rule: one point for a positive clean − with-[MASK] gap "
-        "in the MLM model, one for MAE-LM's clean rank ≥ MLM's. M2's rule: one point each for rank and downstream "
-        "mean (the tasks' scores averaged) not increasing with δ. Both rules are void, and the verdict says so, unless "
-        f"every arm's validation loss is at least {LEARNING_MARGIN} nats below the unigram entropy; when every arm is "
-        "within 0.2 nats of it (on the plateau, its encoder unused) the script skips their fine-tuning, which would "
-        "measure nothing.",
-        "",
-        *markdown_table(
-            ["δ", "rank clean (per layer)", "rank with [MASK] (per layer)", "self-similarity (top)", *KINDS],
-            [
-                [
-                    label.removeprefix("delta_"),
-                    model["effective_rank"],
-                    model["effective_rank_with_mask"],
-                    f"{model['self_similarity'][-1]:.3f}",
-                    *score_cells(table, "m_" + label, KINDS),
-                ]
-                for label, model in models.items()
-            ],
+def m1_claim(found: Results, claim_id: str) -> Claim:
+    mlm, mae = found.arm(MLM_LAYOUT), found.arm(MAE_LM)
+    clean, masked = mlm.layer_measure("rank_clean"), mlm.layer_measure("rank_with_mask")
+    mae_clean = mae.layer_measure("rank_clean")
+    points = [
+        measure_point(
+            "the MLM layout's gap",
+            compare(masked, clean),
+            f"δ = 1 top-layer rank {clean.mean:.0f} clean, {masked.mean:.0f} with [MASK]",
         ),
-        "",
-        "Why the ranks are what they are (`experiments/mae_lm_probe.py`, 64 blocks of 128 tokens from the corpus's "
-        "last pages): the top layer's rank of real tokens uncentered and centered, the share of their energy in the "
-        "mean direction, the masked-LM loss with the encoder's states and with each replaced by their mean (how much "
-        "the decoder reads the encoder), and the share of the gradient's norm that reaches the encoder's layers.",
-        "",
-        *probe_lines(root, "m"),
-        copy_figure(root / "analysis" / "m" / "layer_curves.png", figures, "m_layer_curves.png"),
-        figure_link(plot_delta_sweep(models, table, figures).name),
-        "",
-        *collapsed_sweep_lines(root),
+        measure_point(
+            "MAE-LM closes it",
+            compare(mae_clean, clean),
+            f"clean rank δ = 0 {mae_clean.mean:.0f}, δ = 1 {clean.mean:.0f}",
+        ),
     ]
-    return row, section
-
-
-def m2(root: Path, figures: Path):
-    root = experiment_root(root, "m")
-    found = deltas(root)
-    if found is None:
-        return None
-    models, table, void = found
-    numbers, verdict = m2_rule(models, table, "m")
-    row = (
-        "| M2 | MAE-LM (Fig. 4): the more [MASK] tokens the encoder sees (δ from 0 to 1), the lower the real tokens' "
-        f"rank and the downstream score | {numbers} | {void or verdict} |"
+    width = found.setup.get("hidden_size")
+    numbers = (
+        f"top-layer rank_0.9 of real tokens{f' (of {width})' if width else ''}, δ = 1: {clean.mean:.0f} clean / "
+        f"{masked.mean:.0f} with [MASK]; δ = 0: {mae_clean.mean:.0f} / {mae.layer_measure('rank_with_mask').mean:.0f}; "
+        f"{losses_text(found)}"
     )
-    return row, []
+    statement = "MLM's real tokens use more dimensions with [MASK] in the input; MAE-LM's use as many without it"
+    return Claim(claim_id, statement, numbers, points, delta_void(found) or verdict(points))
 
 
-def m1_points(models: dict) -> int:
-    """M1's rule: one point for a positive clean − with-[MASK] rank gap in the MLM layout (δ = 1), one for MAE-LM's
-    (δ = 0) clean rank at least the MLM layout's; top layer, real tokens."""
-    mlm, mae = models["delta_1.0"], models["delta_0.0"]
-    gap = mlm["effective_rank"][-1] - mlm["effective_rank_with_mask"][-1]
-    return (gap > 0) + (mae["effective_rank"][-1] >= mlm["effective_rank"][-1])
-
-
-def m2_rule(models: dict, table: dict, sweep: str) -> tuple[str, str]:
-    """M2's numbers for the summary row and its verdict: one point for the top layer's rank not rising with δ, one for
-    the downstream mean not rising either; pending while the arms are not fine-tuned (`table` empty)."""
-    ranks = [models[label]["effective_rank"][-1] for label in DELTA_LABELS]
-    numbers = f"δ = 0 / 0.5 / 1: rank {ranks[0]} / {ranks[1]} / {ranks[2]}"
-    if not table:
-        return numbers + ", not fine-tuned", "pending"
-    downstream = [downstream_mean(table, f"{sweep}_{label}") for label in DELTA_LABELS]
-    numbers += f", mean downstream {downstream[0]:.3f} / {downstream[1]:.3f} / {downstream[2]:.3f}"
-    points = int(ranks[0] >= ranks[1] >= ranks[2]) + (downstream[0] >= downstream[1] >= downstream[2])
-    return numbers, VERDICTS[points]
-
-
-def delta_void(losses: dict[str, float], entropy: float) -> str | None:
-    """M1's and M2's void verdict unless every δ arm (its label -> validation loss) is LEARNING_MARGIN nats below the
-    unigram entropy, as for every other claim."""
-    return learned_or_void({f"δ = {label.removeprefix('delta_')}": [loss] for label, loss in losses.items()}, entropy)
-
-
-def probe_lines(root: Path, sweep: str) -> list[str]:
-    path = root / "analysis" / sweep / "probe.json"
-    if not path.exists():
-        return []
-    header = ["δ", "rank uncentered", "rank centered", "mean-direction energy", "MLM loss", "MLM loss, encoder ablated"]
-    rows = [
-        [
-            name.rsplit("delta_", 1)[-1],
-            p["rank_uncentered"],
-            p["rank_centered"],
-            f"{p['mean_direction_energy']:.3f}",
-            f"{p['masked_lm_loss']:.3f}",
-            f"{p['masked_lm_loss_encoder_ablated']:.3f}",
-            f"{p['encoder_gradient_share']:.2g}",
-            *(f"{p[key]:.3f}" if key in p else "" for key in VIEW_KEYS),
-            *attention_cells(p),
-        ]
-        for name, p in json.loads(path.read_text()).items()
-    ]
-    views = ["MLM loss, δ = 0.5 input: [MASK]s the encoder saw", "… and those it did not"]
-    attention = [
-        "decoder attention of a masked position to the 2 tokens each side, per layer (uniform)",
-        "its entropy, nats (uniform)",
-    ]
-    return [*markdown_table([*header, "encoder's gradient share", *views, *attention], rows), ""]
-
-
-def attention_cells(probe: dict) -> list[str]:
-    """mae_lm_probe.py's decoder attention per layer, its share on the neighbours and its entropy, each beside uniform
-    attention's; blank for probes older than the measure."""
-    if "decoder_neighbour_attention" not in probe:
-        return ["", ""]
-    return [
-        f"{', '.join(f'{value:.3f}' for value in probe[measure])} ({probe[uniform]:.3f})"
-        for measure, uniform in (
-            ("decoder_neighbour_attention", "neighbour_attention_if_uniform"),
-            ("decoder_attention_entropy", "attention_entropy_if_uniform"),
+def m2_claim(found: Results, claim_id: str) -> Claim:
+    mae, mlm = found.arm(MAE_LM), found.arm(MLM_LAYOUT)
+    ranks = [arm.layer_measure("rank_clean").mean for arm in delta_arms(found).values()]
+    extension = f"our extension, not judged: top-layer rank {' / '.join(f'{rank:.0f}' for rank in ranks)}"
+    mae_scores, mlm_scores = mae.scores(), mlm.scores()
+    kinds = [kind for kind in KINDS if kind in mae_scores and kind in mlm_scores]
+    if kinds:
+        point = downstream_point(
+            "downstream", {kind: compare(mae_scores[kind].estimate, mlm_scores[kind].estimate) for kind in kinds}
         )
-    ]
+        means = [
+            statistics.fmean(arm.scores()[kind].estimate.mean for kind in kinds) for arm in delta_arms(found).values()
+        ]
+        numbers = f"mean over {', '.join(kinds)} {' / '.join(f'{mean:.1f}' for mean in means)}; {extension}"
+    else:
+        point = pending_point("downstream", "not fine-tuned")
+        numbers = f"not fine-tuned; {extension}"
+    numbers = f"δ = 0 / 0.5 / 1: {numbers}"
+    statement = "the more [MASK] the encoder sees (δ from 0 to 1), the lower the downstream scores"
+    return Claim(claim_id, statement, numbers, [point], delta_void(found) or verdict([point]))
 
 
-# mae_lm_probe.py's loss split by whether the encoder saw the [MASK] (half of them kept in its input).
-VIEW_KEYS = ("masked_lm_loss_seen_by_encoder", "masked_lm_loss_unseen_by_encoder")
+def losses_text(found: Results) -> str:
+    losses = [statistics.fmean(arm.per_seed("validation_loss")) for arm in delta_arms(found).values()]
+    return (
+        f"validation loss δ = 0 / 0.5 / 1 {' / '.join(f'{loss:.2f}' for loss in losses)} (unigram {found.entropy:.2f})"
+    )
 
 
-def collapsed_sweep_lines(root: Path) -> list[str]:
-    """The same sweep at the other arms' learning rate (1e-3), where every arm collapsed."""
-    models = analysis(root, "m_lr1e-3")
-    if models is None:
-        return []
-    return [
-        "### The same sweep at a peak learning rate of 1e-3",
-        "",
-        *markdown_table(
-            ["δ", "rank clean (per layer)", "self-similarity (top)", "validation MLM loss"],
-            [
-                [
-                    label.removeprefix("delta_"),
-                    model["effective_rank"],
-                    f"{model['self_similarity'][-1]:.3f}",
-                    f"{final_eval_loss(root, 'm_lr1e-3_' + label):.3f}",
-                ]
-                for label, model in models.items()
-            ],
-        ),
-        "",
-        *probe_lines(root, "m_lr1e-3"),
-    ]
-
-
-def downstream_mean(table: dict, label: str) -> float:
-    return statistics.mean(mean for mean, _ in table[label].values())
-
-
-def m_pretrained(root: Path, figures: Path):
-    """M1 and M2 on all-MiniLM-L6-v2 continued as MAE-LM (reproduce.py's M-pretrained): two rows, one section."""
-    root = experiment_root(root, "mp")
-    models = analysis(root, "mp")
-    if models is None:
+def m_from_scratch(results: dict[str, Results]):
+    """M1 and M2 from scratch: two rows, one section (with the sweep at 1e-3 where it ran)."""
+    found = results.get("M")
+    if found is None:
         return None
-    table = scores(root, "mp")
-    entropy = unigram_entropy(root, minilm_path())
-    losses = {label: final_eval_loss(root, f"mp_{label}") for label in DELTA_LABELS}
-    evaluated = all(f"mp_{label}" in table for label in DELTA_LABELS)
-    arms = {f"δ = {label.removeprefix('delta_')}": f"mp_{label}" for label in DELTA_LABELS}
-    rows = pretrained_rows(models, table if evaluated else {}, losses, entropy)
-    cells = pooled_cells([root], "mp", {f"mp_{label}": label for label in DELTA_LABELS}) if evaluated else {}
-    section = [
-        "## M1, M2 from a pretrained start — all-MiniLM-L6-v2 continued as MAE-LM with δ = 0, 0.5, 1",
+    claims = [m1_claim(found, "M1"), m2_claim(found, "M2")]
+    setup = found.setup
+    lines = [
+        "## M — MAE-LM from scratch, δ = 0 / 0.5 / 1",
         "",
-        "Each arm's encoder starts as all-MiniLM-L6-v2 itself (`MaeLmForMaskedLM.from_encoder`: the same hidden "
-        "states, every layer), with a new decoder and LM head (MiniLM has no MLM head); "
-        f"{' / '.join(str(trained_steps(root, f'mp_{label}')) for label in DELTA_LABELS)} steps (δ = 0 / 0.5 / 1), "
-        f"{held_text(root, list(arms.values()))}, at a peak rate of "
-        f"{peak_rate(root, 'mp_delta_0.0'):.2g}, batch 16, one pre-training seed. "
-        "The rules are M1's and M2's above; both are void unless every arm's validation loss is at least "
-        f"{LEARNING_MARGIN} nats below the unigram entropy of the corpus in MiniLM's vocabulary ({entropy:.2f} nats). "
-        "Scores: mean and 95% confidence interval over the fine-tuning seeds.",
+        "δ = 1 is MLM on MAE-LM's layout (every [MASK] enters the encoder, the decoder still predicts); δ = 0 is "
+        f"MAE-LM; `mlm`, where present, is BERT's post-LN encoder of the same size without a decoder. {setup_text(setup)}",
         "",
-        *markdown_table(
-            [
-                "arm",
-                "validation loss",
-                "rank clean (per layer)",
-                "rank with [MASK] (per layer)",
-                "self-similarity (per layer)",
-                *KINDS,
-            ],
-            [
-                [
-                    label,
-                    f"{losses[label]:.3f}" if label in losses else "",
-                    model["effective_rank"],
-                    model["effective_rank_with_mask"],
-                    "[" + ", ".join(f"{v:.2f}" for v in model["self_similarity"]) + "]",
-                    *(interval(cells[label, kind]) if (label, kind) in cells else "" for kind in KINDS),
-                ]
-                for label, model in models.items()
-            ],
-        ),
-        "",
-        *probe_lines(root, "mp"),
-        figure_link(plot_validation_curves(root, arms, entropy, figures / "mp_validation_loss.png").name),
-        copy_figure(root / "analysis" / "mp" / "layer_curves.png", figures, "mp_layer_curves.png"),
-        figure_link(
-            plot_delta_sweep(
-                {label: models[label] for label in DELTA_LABELS}, table if evaluated else {}, figures, "mp"
-            ).name
-        ),
+        *provenance_lines(found),
+        *arm_table(found),
+        *probe_lines(found),
+        *(f"![{name}](figures/{name})" for name in found.data.get("figures", [])),
         "",
     ]
-    return "\n".join(rows), section
+    collapsed = results.get("M-lr1e-3")
+    if collapsed is not None:
+        lines += [
+            f"### The same sweep at a peak learning rate of {collapsed.setup['peak_rate']:g}",
+            "",
+            *provenance_lines(collapsed),
+            *arm_table(collapsed),
+            *probe_lines(collapsed),
+        ]
+    return claims, lines
 
 
-def held_text(root: Path, runs: list[str]) -> str:
-    held = [held_steps(root, run) or 0 for run in runs]
-    if set(held) == {0}:
-        return "the encoder trained from the first step"
-    if len(set(held)) > 1:
-        return f"the encoder held still for the first {' / '.join(map(str, held))} steps"
-    return f"the encoder held still for the first {held[0]} steps (`--hold_encoder_steps`) in every arm"
+def m_pretrained(results: dict[str, Results]):
+    """M1 and M2 from all-MiniLM-L6-v2: two rows, one section; the start's own numbers stand in its table."""
+    found = results.get("M-pretrained")
+    if found is None:
+        return None
+    claims = [m1_claim(found, "M1, pretrained start"), m2_claim(found, "M2, pretrained start")]
+    lines = [
+        "## M, pretrained start — all-MiniLM-L6-v2 continued as MAE-LM with δ = 0, 0.5, 1",
+        "",
+        "Each arm's encoder starts as all-MiniLM-L6-v2 itself (`MaeLmForMaskedLM.from_encoder`: the same hidden states, "
+        f"every layer), with a new decoder and LM head (MiniLM has no MLM head). {setup_text(found.setup)} The start's "
+        "row is MiniLM itself, fine-tuned the same way.",
+        "",
+        *provenance_lines(found),
+        *arm_table(found),
+        *probe_lines(found),
+        *(f"![{name}](figures/{name})" for name in found.data.get("figures", [])),
+        "",
+    ]
+    return claims, lines
 
 
-def pretrained_rows(models: dict, table: dict, losses: dict[str, float], entropy: float) -> list[str]:
-    """M1's and M2's summary rows for the pretrained start: their rules, void unless every arm learned; `table` is
-    empty until the arms are fine-tuned."""
-    void = delta_void(losses, entropy)
-    mlm, mae = models["delta_1.0"], models["delta_0.0"]
-    numbers, m2_verdict = m2_rule(models, table, "mp")
-    validation_losses = " / ".join(f"{loss:.2f}" for loss in losses.values())
+def setup_text(setup: dict) -> str:
+    parts = [
+        f"{setup['steps']} steps per arm" if "steps" in setup else "",
+        f"the encoder held still for the first {setup['hold_encoder_steps']} (`--hold_encoder_steps`)"
+        if setup.get("hold_encoder_steps")
+        else "",
+        f"peak rate {setup['peak_rate']:g}" if "peak_rate" in setup else "",
+        f"batch {setup['batch']} × {setup['block']} tokens" if "batch" in setup else "",
+        f"{setup['layers']}" if "layers" in setup else "",
+        f"fine-tuned at {setup['finetune_rate']:g}" if "finetune_rate" in setup else "",
+    ]
+    return "; ".join(part for part in parts if part) + "."
+
+
+def arm_table(found: Results) -> list[str]:
+    rows = []
+    for name, arm in found.arms.items():
+        analysis = arm.per_seed("analysis")
+        first = analysis[0] if analysis else {}
+        scores = arm.scores()
+        rows.append(
+            [
+                name,
+                per_seed(arm.per_seed("validation_loss")),
+                layers(first["rank_clean"]) if "rank_clean" in first else "",
+                layers(first["rank_with_mask"]) if "rank_with_mask" in first else "",
+                layers(first["self_similarity"], 2) if "self_similarity" in first else "",
+                *(score_cell(scores, kind) for kind in KINDS),
+            ]
+        )
+    header = ["arm", "validation loss", "rank clean (per layer)", "rank with [MASK] (per layer)", "self-similarity"]
+    units = {score.estimate.describe() for arm in found.arms.values() for score in arm.scores().values()}
+    note = f"Scores: mean and 95% interval over {' / '.join(sorted(units))}." if units else "Not fine-tuned."
+    return [*markdown_table([*header, *KINDS], rows), "", note, ""]
+
+
+PROBE_COLUMNS = {
+    "rank_uncentered": ("rank uncentered", "{}"),
+    "rank_centered": ("rank centered", "{}"),
+    "mean_direction_energy": ("mean-direction energy", "{:.3f}"),
+    "masked_lm_loss": ("MLM loss", "{:.3f}"),
+    "masked_lm_loss_encoder_ablated": ("MLM loss, encoder ablated", "{:.3f}"),
+    "encoder_gradient_share": ("encoder's gradient share", "{:.2g}"),
+    "masked_lm_loss_seen_by_encoder": ("MLM loss, half the [MASK]s in the encoder: those it saw", "{:.3f}"),
+    "masked_lm_loss_unseen_by_encoder": ("… and those it did not", "{:.3f}"),
+}
+VIEWS = {"delta_0": "δ = 0 (every [MASK] out of the encoder)", "own": "its own δ"}
+
+
+def probe_lines(found: Results) -> list[str]:
+    """mae_lm_probe.py's measures per arm and view: δ = 0's (every arm read as MAE-LM reads) and the arm's own δ."""
+    rows = []
+    for name, arm in found.arms.items():
+        for probe in arm.probes()[:1]:
+            for view, measures in probe.items():
+                if view == "delta_0" and arm.name != MAE_LM and "own" not in probe:
+                    label = VIEWS[view] + ", not the arm's own"
+                else:
+                    label = VIEWS[view] + (f" ({measures['delta']:g})" if "delta" in measures else "")
+                rows.append(
+                    [
+                        name,
+                        label,
+                        *(
+                            form.format(measures[key]) if measures.get(key) is not None else ""
+                            for key, (_, form) in PROBE_COLUMNS.items()
+                        ),
+                        attention(measures),
+                    ]
+                )
+    if not rows:
+        return []
+    header = ["arm", "view", *(title for title, _ in PROBE_COLUMNS.values())]
+    header.append("decoder attention of a masked position to the 2 tokens each side, per layer (uniform)")
     return [
-        "| M1, pretrained start | MAE-LM (Fig. 1, 5) on all-MiniLM-L6-v2 continued: the MLM layout's (δ=1) real tokens "
-        "use fewer dimensions with [MASK] in the input; MAE-LM's (δ=0) use at least as many | top-layer rank_0.9, "
-        f"δ=1: {mlm['effective_rank'][-1]} clean / {mlm['effective_rank_with_mask'][-1]} with [MASK]; δ=0: "
-        f"{mae['effective_rank'][-1]} / {mae['effective_rank_with_mask'][-1]}; validation loss (δ = 0 / 0.5 / 1) "
-        f"{validation_losses} vs unigram {entropy:.2f} | {void or VERDICTS[m1_points(models)]} |",
-        "| M2, pretrained start | MAE-LM (Fig. 4) on all-MiniLM-L6-v2 continued: the more [MASK] the encoder sees, "
-        f"the lower the real tokens' rank and the downstream score | {numbers} | {void or m2_verdict} |",
+        "Why the ranks are what they are (`python -m experiments.mae_lm_probe`, 64 blocks of 128 tokens from the "
+        "corpus's last pages): the top layer's rank of real tokens uncentered and centered, the share of their energy "
+        "in the mean direction, the masked-LM loss with the encoder's states and with each replaced by their mean "
+        "(how much the decoder reads the encoder), and the share of the gradient's norm that reaches the encoder's "
+        "layers. Each arm is read with every [MASK] out of its encoder (δ = 0's view) and, where probed so, in its "
+        "own δ; a δ = 1 or δ = 0.5 arm read in δ = 0's view is out of the distribution it trained on.",
+        "",
+        *markdown_table(header, rows),
+        "",
     ]
+
+
+def attention(measures: dict) -> str:
+    if "decoder_neighbour_attention" not in measures:
+        return ""
+    values = ", ".join(f"{value:.3f}" for value in measures["decoder_neighbour_attention"])
+    return f"{values} ({measures['neighbour_attention_if_uniform']:.3f})"

@@ -1,115 +1,125 @@
-"""U (SpanBERT, the textbook's §11.5): token, whole-word and span masking (masking_sweep.py's runs)."""
+"""U (SpanBERT, the textbook's §11.5): token, whole-word and span masking, and a random-init encoder of the same shape
+as the floor every arm must clear."""
 
-from pathlib import Path
+from .results import Results
+from .rules import Claim, compare, downstream_point, learned_or_void, pending_point, verdict
+from .tables import markdown_table, per_seed, provenance_lines, score_cell
 
-from .runs import analysis, finished_losses, folders_of, pooled_cells, trained_steps, unigram_entropy
-from .tables import interval, markdown_table
-from .verdicts import LEARNING_MARGIN, VERDICTS, learned_or_void
 
-# The masking sweep's runs (experiments/masking_sweep.py): method -> masking unit -> run; biphasic's token arm is B1's.
-MASKING_RUNS = {
-    "biphasic": {"token": "b1_mlm_only", "whole_word": "u_biphasic_whole_word", "span": "u_biphasic_span"},
-    "mae_lm": {unit: f"u_mae_lm_{unit}" for unit in ("token", "whole_word", "span")},
-}
+def ratio_suffix(ratio: float | None) -> str:
+    """'' at the MLM arms' own ratio (40%), '15' at --mlm-probability 0.15: what their run names carry."""
+    return "" if ratio is None else f"{round(100 * ratio)}"
 
+
+def masking_runs(ratio: float | None = None) -> dict[str, dict[str, str]]:
+    """The masking sweep's runs (experiments/masking_sweep.py): method -> masking unit -> run. At the MLM arms' own
+    ratio their token arm is B1's MLM-only run; at another every unit has a run of its own."""
+    suffix = ratio_suffix(ratio)
+    units = ("token", "whole_word", "span")
+    biphasic = {unit: f"u{suffix}_biphasic_{unit}" for unit in units}
+    if ratio is None:
+        biphasic["token"] = "b1_mlm_only"
+    return {"biphasic": biphasic, "mae_lm": {unit: f"u{suffix}_mae_lm_{unit}" for unit in units}}
+
+
+MASKING_RUNS = masking_runs()
 U_KINDS = ["tc", "qa"]
-
 # The run that measures a biphasic arm's held-out loss under token masking is named after the arm with this suffix.
 TOKEN_EVAL_SUFFIX = "_token_eval"
+RANDOM_INIT = "random_init"
+
+SOURCE = (
+    "The textbook §11.5 (SpanBERT, Joshi et al., 2020): question answering and other span tasks “involve the "
+    "identification and classification of longer phrases. This suggests that a span-oriented masked learning "
+    "objective might provide improved performance on such tasks”"
+)
+RULE = (
+    "Void unless every MLM arm's validation loss under token masking (the same task for every unit) is 0.5 nats below "
+    "the unigram entropy. One point: span masking above token masking on more of tc and qa than below. The random-init "
+    "row is the floor a pre-trained arm must clear to have learned anything the task uses."
+)
+RULES = {"U": (SOURCE, RULE)}
 
 
-def u_masking(root: Path, figures: Path):
-    """U: token vs whole-word vs span masking (masking_sweep.py), its rows where its runs finished."""
-    roots = [folder for folder in folders_of(root) if (folder / "analysis" / "u_biphasic" / "report.json").exists()]
-    if not roots:
+def u_masking(results: dict[str, Results]):
+    found = results.get("U")
+    if found is None:
         return None
-    entropy = unigram_entropy(roots[0])
-    units = {run: unit for unit, run in MASKING_RUNS["biphasic"].items()}
-    scores = {method: fine_tuning_scores(roots, method) for method in MASKING_RUNS}
-    cells = scores["biphasic"]
-    losses = {
-        (method, unit): finished_losses(roots, run)
-        for method, runs in MASKING_RUNS.items()
-        for unit, run in runs.items()
-    }
-    # Each unit's own validation loss answers a different question; under token masking it is the same for every unit.
-    token_losses = {unit: finished_losses(roots, run + TOKEN_EVAL_SUFFIX) for run, unit in units.items()}
-    if cells:
-        span_wins = [kind for kind in U_KINDS if cells["span", kind].mean > cells["token", kind].mean]
-        compared = {f"biphasic {unit}": token_losses[unit] for unit in units.values()}
-        verdict = learned_or_void(compared, entropy) or VERDICTS[len(span_wins)]
-        numbers = "; ".join(
-            f"{kind}: " + ", ".join(f"{unit} {cells[unit, kind].mean:.1f}" for unit in units.values())
-            for kind in U_KINDS
+    arms = found.arms
+    token, span = arms["biphasic_token"], arms["biphasic_span"]
+    units = [name for name in arms if name.startswith("biphasic_")]
+    void = learned_or_void({name: arms[name].per_seed("token_masked_validation_loss") for name in units}, found.entropy)
+    span_scores, token_scores = span.scores(), token.scores()
+    kinds = [kind for kind in U_KINDS if kind in span_scores and kind in token_scores]
+    if kinds:
+        point = downstream_point(
+            "downstream", {kind: compare(span_scores[kind].estimate, token_scores[kind].estimate) for kind in kinds}
         )
     else:
-        verdict, numbers = "pending", "not fine-tuned yet"
-    row = (
-        "| U | SpanBERT (the textbook's §11.5): masking spans of words rather than single tokens helps span-level "
-        f"tasks (QA, tagging) | MLM (biphasic, off the plateau), test means {numbers} | {verdict} |"
+        point = pending_point("downstream", "not fine-tuned")
+    losses = ", ".join(
+        f"{name.removeprefix('biphasic_')} {per_seed(arms[name].per_seed('token_masked_validation_loss'), 2)}"
+        for name in units
     )
+    numbers = f"MLM (biphasic, 40%) validation loss under token masking: {losses} (unigram {found.entropy:.2f})"
+    if not void and kinds:
+        means = "; ".join(
+            f"{kind}: "
+            + ", ".join(
+                f"{name.removeprefix('biphasic_')} {arms[name].scores()[kind].estimate.mean:.1f}" for name in units
+            )
+            for kind in kinds
+        )
+        numbers += f"; test means {means}"
+    claim = Claim(
+        "U",
+        "masking spans rather than tokens helps span tasks (QA, tagging)",
+        numbers,
+        [point],
+        void or verdict([point]),
+    )
+    return [claim], section(found)
+
+
+def section(found: Results) -> list[str]:
     rows = []
-    for method, runs in MASKING_RUNS.items():
-        for unit in runs:
-            if losses[method, unit]:
-                unit_token_losses = token_losses[unit] if method == "biphasic" else []  # MLM's arms only
-                rows.append(
-                    masking_row(
-                        roots[0], method, unit, losses[method, unit], unit_token_losses, entropy, scores[method]
-                    )
-                )
-    section = [
+    for name, arm in found.arms.items():
+        method, _, unit = name.partition("_") if name != RANDOM_INIT else (RANDOM_INIT, "", "")
+        if method == "mae":  # "mae_lm_token"
+            method, unit = "mae_lm", name.removeprefix("mae_lm_")
+        analysis = arm.per_seed("analysis")
+        scores = arm.scores()
+        rows.append(
+            [
+                method,
+                unit,
+                arm.data.get("steps", ""),
+                ", ".join(f"{loss:.3f} ({found.entropy - loss:+.2f})" for loss in arm.per_seed("validation_loss")),
+                ", ".join(
+                    f"{loss:.3f} ({found.entropy - loss:+.2f})" for loss in arm.per_seed("token_masked_validation_loss")
+                ),
+                per_seed([seed["self_similarity"][-1] for seed in analysis if "self_similarity" in seed]),
+                per_seed([seed["rank_clean"][-1] for seed in analysis if "rank_clean" in seed]),
+                *(score_cell(scores, kind) for kind in U_KINDS),
+            ]
+        )
+    units = {score.estimate.describe() for arm in found.arms.values() for score in arm.scores().values()}
+    header = [
+        "method",
+        "masking",
+        "steps",
+        "validation loss (unigram − loss)",
+        "under token masking",
+        "self-similarity (top)",
+        "rank clean (top)",
+        *U_KINDS,
+    ]
+    return [
         "## U — the masking unit: token, whole word, span",
         "",
-        "`--masking` is the only difference within a method. MLM is B1's MLM-only biphasic arm (40% masking, the "
-        "off-plateau setting), so its token row is B1's run; MAE-LM is M's from-scratch setting with δ = 0 (15%), "
-        "fine-tuned only off the unigram plateau. Span: Geometric(0.2) words, at most 10, the ratio met in tokens. "
-        "Each arm's validation loss is under its own masking; MLM's also under token masking (its arm's weights, B1's "
-        "held-out masks), the same task for every unit. Verdict rule: void unless every MLM arm's validation loss "
-        "under token masking is at least "
-        f"{LEARNING_MARGIN} nats below the unigram entropy ({entropy:.2f}); then one point each for span's test mean "
-        "above token's on TC and on QA. Scores: mean and 95% interval over the fine-tuning seeds, one learning rate "
-        "(3e-4).",
+        f"{found.setup.get('text', '')} Scores: mean and 95% interval over {' / '.join(sorted(units)) or 'nothing yet'}.",
         "",
-        *markdown_table(
-            [
-                "method",
-                "masking",
-                "steps",
-                "validation loss (unigram − loss)",
-                "under token masking",
-                "self-similarity (top)",
-                "rank clean (top)",
-                *U_KINDS,
-            ],
-            rows,
-        ),
+        *provenance_lines(found),
+        *markdown_table(header, rows),
         "",
-    ]
-    return row, section
-
-
-def fine_tuning_scores(roots: list[Path], method: str) -> dict:
-    """(unit, task kind) -> a method's fine-tuning scores pooled over the pre-training seeds; empty where its arms were
-    not fine-tuned (MAE-LM's, on the unigram plateau)."""
-    evaluated = [folder for folder in roots if (folder / "evaluate" / f"u_{method}" / "results.json").exists()]
-    units = {run: unit for unit, run in MASKING_RUNS[method].items()}
-    return pooled_cells(evaluated, f"u_{method}", units) if evaluated else {}
-
-
-def masking_row(root: Path, method: str, unit: str, losses, token_losses, entropy: float, cells: dict) -> list:
-    """One arm of the masking sweep: its losses per seed (under its own masking and under token masking), the top
-    layer's diagnostics and its scores where fine-tuned."""
-    diagnostics = (analysis(root, f"u_{method}") or {}).get(f"{method}_{unit}")
-    return [
-        method,
-        unit,
-        trained_steps(root, MASKING_RUNS[method][unit]),
-        *(", ".join(f"{loss:.3f} ({entropy - loss:+.2f})" for loss in values) for values in (losses, token_losses)),
-        *(
-            [f"{diagnostics['self_similarity'][-1]:.3f}", diagnostics["effective_rank"][-1]]
-            if diagnostics
-            else ["", ""]
-        ),
-        *(interval(cells[unit, kind]) if (unit, kind) in cells else "" for kind in U_KINDS),
     ]

@@ -1,139 +1,121 @@
-"""T1 (TaCL, Fig. 2-3): TaCL against MLM continuation of the same start, from all-MiniLM-L6-v2 and from a start whose
-MLM head is trained."""
+"""T1 (TaCL, Fig. 2 and Table 1): TaCL against the same TaCL run with its contrastive term weighted 0, from a start
+whose MLM head is trained (T1), and from all-MiniLM-L6-v2 (T1-MiniLM)."""
 
-import statistics
-from dataclasses import dataclass
-from pathlib import Path
-
-from .figures import copy_figure
-from .runs import (
-    analysis,
-    final_eval_loss,
-    minilm_path,
-    pooled_cells,
-    pretraining_seed_roots,
-    trained_steps,
-    unigram_entropy,
+from .results import Results
+from .rules import (
+    Claim,
+    compare,
+    downstream_point,
+    learned_or_void,
+    measure_point,
+    pending_point,
+    verdict,
 )
-from .tables import interval, markdown_table
-from .verdicts import LEARNING_MARGIN, VERDICTS, learned_or_void, task_wins
-
-
-@dataclass(frozen=True)
-class TaclComparison:
-    """A T1 claim: TaCL against MLM continuation of one start, equal steps, pooled over pre-training seeds."""
-
-    claim: str  # its id in the summary table
-    experiment: str  # its analysis/ and evaluate/ folder name
-    title: str
-    statement: str  # the paper's statement, for the summary table
-    start: str  # the starting model's label in the analysis
-    start_name: str  # how the summary row names it
-    start_folder: str  # the name of the folder fine-tuned as the start
-    tokenizer: str | None  # whose vocabulary the unigram entropy is in (None: the from-scratch tokenizer)
-    setting: str  # how the arms were run, for the section
-
-    @property
-    def runs(self) -> dict[str, str]:
-        """Arm -> its pre-training run (reproduce.py names them after the experiment)."""
-        return {arm: f"{self.experiment}_{arm}" for arm in ("mlm", "tacl")}
-
-    @property
-    def labels(self) -> dict[str, str]:
-        """Fine-tuned folder, or the run folder a TaCL student sits in -> arm."""
-        return {self.start_folder: self.start, **{run: arm for arm, run in self.runs.items()}}
-
-
-T1 = TaclComparison(
-    claim="T1",
-    experiment="t1",
-    title="T1 — TaCL vs MLM continuation of all-MiniLM-L6-v2",
-    statement="TaCL (Fig. 2-3): continued from the same BERT, TaCL gives top-layer tokens a lower self-similarity than "
-    "MLM-only continuation, and better downstream scores",
-    start="minilm",
-    start_name="MiniLM",
-    start_folder="model",
-    tokenizer="minilm",
-    setting="MiniLM is a sentence encoder without an MLM head, so both arms start with a fresh one. The MLM arm is "
-    "`--method mlm`; fine-tuned at 1e-4",
-)
-
-T1_TRAINED_HEAD = TaclComparison(
-    claim="T1, trained head",
-    experiment="t1h",
-    title="T1 from a start with a trained MLM head — B1's MLM-only arm continued with TaCL and with MLM",
-    statement="TaCL (Fig. 2-3), from a start whose MLM head is trained as the paper's BERT's is: TaCL gives a lower "
-    "top-layer self-similarity than MLM-only continuation, and better downstream scores",
-    start="start",
-    start_name="the start (B1's MLM-only arm)",
-    start_folder="b1_mlm_only",
-    tokenizer=None,
-    setting="The start is each pre-training seed's B1 MLM-only arm (biphasic, off the plateau, its MLM head trained). "
-    "The MLM arm is the same TaCL run with its contrastive term weighted 0 (`--tacl_loss_weight 0`): the same "
-    "sentence pairs, masks and head, so only the contrastive term differs; fine-tuned at 1e-3, one of B1's two best "
-    "rates",
-)
+from .tables import markdown_table, mean_of, per_seed, provenance_lines, score_cell
 
 T1_KINDS = ["sc", "tc", "qa"]
 
+SOURCE = (
+    "TaCL §3.2.2, Fig. 2: “at the top layer (layer 12), TaCL’s self-similarity becomes notably lower than BERT’s”; "
+    "§3.1.1, Table 1: “on most sequence-level classification tasks in GLUE, TaCL outperforms BERT and BERT+MT” and "
+    "“on all token-level benchmarks (SQuAD, NER, and CWS), TaCL consistently and notably surpasses other baselines”"
+)
+RULE = (
+    "Void unless both arms' validation MLM loss is 0.5 nats below the unigram entropy. (1) Self-similarity: TaCL's "
+    "top layer below the MLM arm's. Fig. 2 compares TaCL with the BERT it started from; the MLM arm, the same start "
+    "continued for the same steps on the same sentence pairs, masks and head with the contrastive term weighted 0, is "
+    "the control (as BERT+MT is Table 1's), and the start's value stands beside it. (2) Downstream: TaCL above the MLM "
+    "arm on more of sc, tc, qa than below, each at its best rate."
+)
+RULES = {"T1": (SOURCE, RULE), "T1-MiniLM": (SOURCE, RULE + " Its MLM arm must be that control to be judged.")}
 
-def t1(root: Path, figures: Path):
-    return tacl_comparison(root, figures, T1)
+# How the MLM arm ran: only TaCL at weight 0 differs from TaCL by the contrastive term alone.
+CONTROLLED_MLM_ARM = "tacl_weight_0"
 
 
-def t1_trained_head(root: Path, figures: Path):
-    return tacl_comparison(root, figures, T1_TRAINED_HEAD)
+def t1(results: dict[str, Results]):
+    return tacl_claim(results.get("T1"), "T1", "B1's MLM-only arm (its MLM head trained)")
 
 
-def tacl_comparison(root: Path, figures: Path, spec: TaclComparison):
-    roots = pretraining_seed_roots(root, spec.experiment)
-    if not roots:
+def t1_minilm(results: dict[str, Results]):
+    return tacl_claim(results.get("T1-MiniLM"), "T1-MiniLM", "all-MiniLM-L6-v2 (no MLM head: a fresh one)")
+
+
+def tacl_claim(found: Results | None, claim_id: str, start_name: str):
+    """The claim's summary row and its section; None without a results file."""
+    if found is None:
         return None
-    cells = pooled_cells(roots, spec.experiment, spec.labels)
-    analyses = [analysis(seed_root, spec.experiment) for seed_root in roots]
-    arms = [spec.start, "mlm", "tacl"]
-    similarity = {arm: [models[arm]["self_similarity"][-1] for models in analyses] for arm in arms}
-    mean_similarity = {arm: statistics.fmean(values) for arm, values in similarity.items()}
-    entropy = unigram_entropy(roots[0], minilm_path() if spec.tokenizer == "minilm" else None)
-    losses = {arm: [final_eval_loss(seed_root, run) for seed_root in roots] for arm, run in spec.runs.items()}
-    better, clear = task_wins(cells, "tacl", "mlm", T1_KINDS)
-    points = (mean_similarity["tacl"] < mean_similarity["mlm"]) + (len(better) >= 2)
-    verdict = learned_or_void(losses, entropy) or VERDICTS[points]
-    below_start = "below" if mean_similarity["tacl"] < mean_similarity[spec.start] else "not below"
-    row = (
-        f"| {spec.claim} | {spec.statement} | top-layer self-similarity (mean over {len(roots)} pre-training seeds): "
-        f"{spec.start_name} {mean_similarity[spec.start]:.3f}, MLM {mean_similarity['mlm']:.3f}, TaCL "
-        f"{mean_similarity['tacl']:.3f} ({below_start} the start); TaCL beats MLM on {len(better)}/3 tasks "
-        f"({', '.join(better) or 'none'}; intervals apart on {len(clear)}); validation MLM loss {statistics.fmean(losses['mlm']):.2f} / "
-        f"{statistics.fmean(losses['tacl']):.2f} (unigram {entropy:.2f}) | {verdict} |"
+    arms = found.arms
+    mlm, tacl = arms["mlm"], arms["tacl"]
+    losses = {name: arms[name].per_seed("validation_loss") for name in ("mlm", "tacl")}
+    void = learned_or_void(losses, found.entropy)
+    similarity = {name: arm.layer_measure("self_similarity") for name, arm in arms.items()}
+    points = [
+        measure_point(
+            "self-similarity",
+            compare(similarity["mlm"], similarity["tacl"]),  # the paper expects TaCL's lower
+            f"top layer TaCL {similarity['tacl'].mean:.3f}, MLM {similarity['mlm'].mean:.3f}, start "
+            f"{similarity['start'].mean:.3f}",
+        )
+    ]
+    tacl_scores, mlm_scores = tacl.scores(), mlm.scores()
+    if all(kind in tacl_scores and kind in mlm_scores for kind in T1_KINDS):
+        comparisons = {kind: compare(tacl_scores[kind].estimate, mlm_scores[kind].estimate) for kind in T1_KINDS}
+        points.append(downstream_point("downstream", comparisons))
+    else:
+        points.append(pending_point("downstream", "not fine-tuned"))
+    controlled = found.setup.get("mlm_arm") == CONTROLLED_MLM_ARM
+    judged = void or verdict(points)
+    if not controlled:
+        judged = f"uncontrolled: its MLM arm is {found.setup.get('mlm_arm_text')}, not TaCL at weight 0 (by the rules: {judged})"
+    seeds = len(found.seeds)
+    numbers = (
+        f"from {start_name}, {seeds} pre-training seed{'s' if seeds > 1 else ''}; top-layer self-similarity start "
+        f"{similarity['start'].mean:.3f}, MLM {similarity['mlm'].mean:.3f}, TaCL {similarity['tacl'].mean:.3f}; "
+        f"validation MLM loss MLM {mean_of(mlm.measure('validation_loss'), 2)}, TaCL "
+        f"{mean_of(tacl.measure('validation_loss'), 2)} (unigram {found.entropy:.2f})"
     )
-    steps = trained_steps(roots[0], spec.runs["tacl"])
-    name = spec.experiment
-    section = [
-        f"## {spec.title}",
-        "",
-        f"{steps} continued steps at a peak rate of 1e-4, {len(roots)} pre-training seeds. {spec.setting}. Verdict "
-        f"rule: void unless both arms' validation MLM loss is at least {LEARNING_MARGIN} nats below the unigram "
-        "entropy in the start's vocabulary; then one point for a lower top-layer self-similarity than MLM (mean over "
-        "pre-training seeds), one for a better test mean on 2 of 3 tasks. Scores: mean and 95% confidence interval "
-        "over every pre-training × fine-tuning seed.",
-        "",
-        *markdown_table(
-            ["model", "validation loss per seed", "self-similarity (top) per seed", *T1_KINDS],
+    claim = Claim(
+        claim_id, "TaCL lowers the top layer's self-similarity and fine-tunes better", numbers, points, judged
+    )
+    return [claim], section(found, claim_id, start_name)
+
+
+def section(found: Results, claim_id: str, start_name: str) -> list[str]:
+    setup = found.setup
+    rows = []
+    for name, arm in found.arms.items():
+        scores = arm.scores()
+        rows.append(
             [
-                [
-                    arm,
-                    ", ".join(f"{loss:.3f}" for loss in losses.get(arm, [])),
-                    ", ".join(f"{value:.3f}" for value in similarity[arm]),
-                    *(interval(cells[arm, kind]) for kind in T1_KINDS),
-                ]
-                for arm in arms
+                name,
+                per_seed(arm.per_seed("validation_loss")),
+                per_seed([seed["self_similarity"][-1] for seed in arm.per_seed("analysis")]),
+                per_seed([seed["rank_clean"][-1] for seed in arm.per_seed("analysis") if "rank_clean" in seed]),
+                *(score_cell(scores, kind) for kind in T1_KINDS),
+            ]
+        )
+    units = {score.estimate.describe() for arm in found.arms.values() for score in arm.scores().values()}
+    return [
+        f"## {claim_id} — TaCL against MLM continuation from {start_name}",
+        "",
+        f"{setup.get('steps')} continued steps at a peak rate of {setup.get('peak_rate'):g}, batch "
+        f"{setup.get('batch')} × {setup.get('block')} tokens, {len(found.seeds)} pre-training seed(s). "
+        f"{setup.get('arms_text', '')} Fine-tuned at {setup.get('finetune_rate'):g}. Scores: mean and 95% interval "
+        f"over {' / '.join(sorted(units)) or 'nothing yet'}.",
+        "",
+        *provenance_lines(found),
+        *markdown_table(
+            [
+                "arm",
+                "validation loss per seed",
+                "self-similarity (top) per seed",
+                "rank clean (top) per seed",
+                *T1_KINDS,
             ],
+            rows,
         ),
         "",
-        copy_figure(roots[0] / "analysis" / name / "layer_curves.png", figures, f"{name}_layer_curves.png"),
-        copy_figure(roots[0] / "analysis" / name / "similarity_mlm.png", figures, f"{name}_similarity_mlm.png"),
-        copy_figure(roots[0] / "analysis" / name / "similarity_tacl.png", figures, f"{name}_similarity_tacl.png"),
+        *(f"![{name}](figures/{name})" for name in found.data.get("figures", [])),
         "",
     ]
-    return row, section
