@@ -20,6 +20,7 @@ from pathlib import Path
 
 from hf_encoders.data.masking_units import MASKING_UNITS
 
+from .options import MASKING_METHODS, masking_parser
 from .report.masking import RANDOM_INIT, TOKEN_EVAL_SUFFIX, masking_runs, ratio_suffix
 from .report.masking import U_KINDS as KINDS
 from .reproduce import (
@@ -27,14 +28,11 @@ from .reproduce import (
     SCRATCH_FINETUNE_RATE,
     Runner,
     biphasic_arm,
-    common_parser,
     mae_lm_arm,
     on_unigram_plateau,
     prepare,
     random_init,
 )
-
-METHODS = ("biphasic", "mae_lm")
 
 
 def masking_arm(runner: Runner, method: str, masking: str):
@@ -66,17 +64,16 @@ def token_masked_validation(runner: Runner, unit: str, model: Path) -> Path:
 
 def masking_sweep(runner: Runner, methods: list[str]) -> None:
     """Pre-train, analyse and fine-tune every (method, unit) arm and the random-init floor; the report reads them."""
-    suffix = ratio_suffix(runner.settings.mlm_probability)
+    suffix, units = ratio_suffix(runner.settings.mlm_probability), runner.settings.units
     for method in methods:
         arms = {
-            f"{method}_{unit}": lambda method=method, unit=unit: masking_arm(runner, method, unit)
-            for unit in MASKING_UNITS
+            f"{method}_{unit}": lambda method=method, unit=unit: masking_arm(runner, method, unit) for unit in units
         }
         models = dict(zip(arms, runner.concurrently(*arms.values())))
         runner.analyze(f"u{suffix}_{method}", models)
         validated = models.values()
         if method == "biphasic":  # judged on the same task for every unit
-            validated = [token_masked_validation(runner, unit, models[f"biphasic_{unit}"]) for unit in MASKING_UNITS]
+            validated = [token_masked_validation(runner, unit, models[f"biphasic_{unit}"]) for unit in units]
         if on_unigram_plateau(runner.root, [path.name for path in validated]):
             print(f"{method}: on the unigram plateau at this budget; not fine-tuned (REPORT.md, M).")
             continue
@@ -87,18 +84,13 @@ def masking_sweep(runner: Runner, methods: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = common_parser(__doc__.splitlines()[0])
-    parser.add_argument(
-        "--mae-lm-steps", type=int, help="the MAE-LM arms' steps (default --steps): 400 show M's plateau for less"
-    )
-    parser.add_argument(
-        "--mlm-probability", type=float, help="the MLM arms' masking ratio (default: biphasic's own, 40%%)"
-    )
-    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ", ".join(METHODS))
-    settings = parser.parse_args(argv)
+    settings = masking_parser().parse_args(argv)
+    settings.units = settings.units or list(MASKING_UNITS)
+    if unknown := set(settings.units) - set(MASKING_UNITS):
+        raise SystemExit(f"--units: unknown {sorted(unknown)}; choose from {', '.join(MASKING_UNITS)}")
     methods = [method.strip() for method in settings.methods.split(",")]
-    if unknown := set(methods) - set(METHODS):
-        raise SystemExit(f"--methods: unknown {sorted(unknown)}; choose from {', '.join(METHODS)}")
+    if unknown := set(methods) - set(MASKING_METHODS):
+        raise SystemExit(f"--methods: unknown {sorted(unknown)}; choose from {', '.join(MASKING_METHODS)}")
     runner = Runner(settings)
     prepare(runner)
     runner.experiment = "U"  # names its steps in timings.json

@@ -14,8 +14,10 @@ ran beside it, goes to timings.json (experiments/wall_time.py). Checkpoints stay
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -26,32 +28,21 @@ from filelock import FileLock
 from hf_encoders.training.resume import last_complete_checkpoint
 
 from . import mae_lm_probe
-from .corpus import DOCUMENTATION_SOURCES, read_sources
+from .corpus import read_sources
+from .options import COLLAPSED_SWEEP, COLLECTED, DELTAS, EXPERIMENTS, MP_HOLD_STEPS, build_parser
 from .report import write_report
 from .report.figures import draw_figures
 from .report.from_runs import collect_runs
 from .report.masking import RANDOM_INIT
-from .report.results import RESULTS, save
+from .report.results import file_stem, save
 from .report.runs import collected_timings, data_root, final_eval_loss, minilm_path, unigram_entropy
 from .report.tacl import T1_KINDS
 from .tasks import KINDS, SPLITS, task_pages, write_task_folders
 from .wall_time import RECORD_LABELS, measuring
 
 HERE = Path(__file__).parent
-EXPERIMENTS = ("T1", "T1-MiniLM", "M", "M-pretrained", "B1", "B2", "B2-equal-budget", "report")
-# From-scratch models: 4 layers x 256 by default (--layers), blocks of 128 tokens, 16 per batch, the same steps for
-# every arm.
-SCRATCH_LAYERS = "hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024"
-# MAE-LM's share of [MASK] tokens kept in the encoder: 1 = MLM with a decoder, 0 = MAE-LM.
-DELTAS = (1.0, 0.5, 0.0)
-# MAE-LM sweeps: name -> peak learning rate. At 1e-3 (the other arms' rate) every post-LN MAE-LM arm's encoder
-# collapsed onto one vector at 4 x 256 and batch 16 (REPORT.md, M), so the claims are tested at --mae-lm-learning-rate.
-COLLAPSED_SWEEP = ("m_lr1e-3", 1e-3)
-# M-pretrained: a fresh decoder on a pretrained encoder. Unheld, the encoder collapses onto one vector within 300
-# steps; held, the decoder alone takes well over 1,000 steps to read it (scan/SCAN.md, sections 8 and 9). The hold is
-# the decoder's start, not a share of the run: a longer run trains the two together for longer (half a shorter run).
-# 2e-4 is the paper's peak rate for its base model.
-MP_HOLD_STEPS = 1500
+# M-pretrained: a fresh decoder on a pretrained encoder; 2e-4 is the paper's peak rate for its base model (the hold's
+# length, MP_HOLD_STEPS, is in options.py).
 MP_LEARNING_RATE = 2e-4
 PHASES = {"clm_then_mlm": "clm:0.25,mlm:0.75", "mlm_only": "mlm:1.0", "clm_only": "clm:1.0"}
 # B1's stability is paper 004's Fig. 5: how much the downstream score moves over the fine-tuning rate grid (the paper
@@ -61,76 +52,6 @@ B1_FINETUNE_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 # for B1's arms continued.
 MINILM_FINETUNE_RATE, SCRATCH_FINETUNE_RATE, CONTINUED_FINETUNE_RATE = 1e-4, 3e-4, 1e-3
 B2E_FINETUNE_RATES = (1e-3, 3e-3)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = common_parser(__doc__.splitlines()[0])
-    parser.add_argument(
-        "--only", default=",".join(EXPERIMENTS), help="comma-separated subset of " + ", ".join(EXPERIMENTS)
-    )
-    parser.add_argument(
-        "--continue-steps",
-        type=int,
-        default=500,
-        help="steps of the continued pre-training of T1, T1-MiniLM and B2-equal-budget",
-    )
-    parser.add_argument(
-        "--mae-lm-continue-steps",
-        type=int,
-        default=3000,
-        help=f"steps of M-pretrained's arms (a multiple of 10), the encoder held for the first {MP_HOLD_STEPS} (at most half)",
-    )
-    parser.add_argument(
-        "--mp-arm",
-        type=float,
-        choices=DELTAS,
-        help="pre-train only this δ arm of M-pretrained, so that its arms can run side by side (one process each); "
-        "a run without it then analyses and fine-tunes them",
-    )
-    parser.add_argument("--cpt-steps", type=int, default=20, help="steps of B2's two 135M-parameter arms")
-    parser.add_argument(
-        "--decoder-layers",
-        type=int,
-        default=2,
-        help="M's MAE-LM decoder depth (the paper's is 4, for 12 encoder layers)",
-    )
-    parser.add_argument(
-        "--skip-collapsed-sweep",
-        action="store_true",
-        help=f"M without its sweep at {COLLAPSED_SWEEP[1]:g} (the rate at which every arm collapsed at 4 x 256)",
-    )
-    return parser
-
-
-def common_parser(description: str) -> argparse.ArgumentParser:
-    """The options of every experiment script that runs through Runner (this one and masking_sweep.py)."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument(
-        "--corpus",
-        type=Path,
-        default=DOCUMENTATION_SOURCES,
-        help="folder of .rst/.rst.txt sources, read once into --output-dir's corpus.jsonl (default: where Debian's "
-        "python3.11-doc installs them)",
-    )
-    parser.add_argument("--output-dir", type=Path, default=HERE / "runs")
-    parser.add_argument("--results-dir", type=Path, default=RESULTS, help="where `--only report` writes results files")
-    parser.add_argument("--steps", type=int, default=400, help="pre-training steps of every from-scratch arm (M, B1)")
-    parser.add_argument("--seed", type=int, default=0, help="pre-training seed of every arm")
-    parser.add_argument("--batch-size", type=int, default=16, help="pre-training sequences per step, every arm")
-    parser.add_argument("--layers", default=SCRATCH_LAYERS, help="config overrides of the from-scratch encoders' size")
-    parser.add_argument("--learning-rate", type=float, default=1e-3, help="peak rate of the from-scratch biphasic arms")
-    parser.add_argument("--mae-lm-learning-rate", type=float, default=3e-4, help="peak rate of M's from-scratch arms")
-    parser.add_argument(
-        "--finetune-steps",
-        type=int,
-        default=2 * SPLITS["train"] // 16,
-        help="fine-tuning steps of batch 16 (default: two epochs of the tasks' training examples)",
-    )
-    parser.add_argument("--finetune-seeds", type=int, default=3, help="fine-tuning seeds per model, task and rate")
-    parser.add_argument(
-        "--parallel", type=int, default=1, help="pre-training arms and fine-tuning grids run at once (on a GPU: 4-8)"
-    )
-    return parser
 
 
 class Runner:
@@ -558,18 +479,31 @@ def main(argv: list[str] | None = None) -> int:
             runner.experiment = name
             experiments[name](runner)
     if "report" in chosen:
-        report(runner.root, setups(settings), settings.results_dir)
+        if unknown := set(settings.collect) - set(COLLECTED):
+            raise SystemExit(f"--collect: unknown {sorted(unknown)}; choose from {', '.join(COLLECTED)}")
+        # An experiment's sweep at the rate that collapsed is collected with it.
+        kept = {name: setup for name, setup in setups(settings).items() if name.split("-lr")[0] in settings.collect}
+        report(runner.root, kept, settings)
     return 0
 
 
-def report(root: Path, experiment_setups: dict[str, dict], results_dir: Path) -> None:
-    """Every experiment with finished runs under `root` into its results file, then REPORT.md from the results."""
+def report(root: Path, experiment_setups: dict[str, dict], settings: argparse.Namespace) -> None:
+    """Every experiment of `experiment_setups` with finished runs under `root` into its results file (named with
+    --label), its figures into --figures-dir; then REPORT.md from the results files."""
     if not (data_root(root) / "tokenizer").exists():  # no from-scratch arm ran here: the unigram entropy of a
         tokenizer(Runner(argparse.Namespace(output_dir=data_root(root))))  # from-scratch claim needs their vocabulary
-    for data in collect_runs(root, experiment_setups, collected_timings(root), HERE / "figures"):
-        draw_figures(data, HERE / "figures")
-        print(f"Wrote {save(data, results_dir)}")
-    write_report(results_dir, HERE)
+    with tempfile.TemporaryDirectory() as scratch:
+        for data in collect_runs(root, experiment_setups, collected_timings(root), Path(scratch)):
+            draw_figures(data, Path(scratch))
+            tag = f"_{file_stem(settings.label).lower()}" if settings.label else ""
+            settings.figures_dir.mkdir(parents=True, exist_ok=True)
+            for name in data["figures"]:
+                shutil.move(Path(scratch) / name, settings.figures_dir / name.replace(".png", f"{tag}.png"))
+            data["figures"] = [name.replace(".png", f"{tag}.png") for name in data["figures"]]
+            if settings.label:
+                data["experiment"] += f", {settings.label}"
+            print(f"Wrote {save(data, settings.results_dir)}")
+    write_report(settings.results_dir, HERE)
 
 
 TASK_PAGES = (

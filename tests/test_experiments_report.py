@@ -174,7 +174,7 @@ def test_b1_is_judged_downstream_as_fig_6_and_its_stability_pending_until_clm_al
     found = results_file(
         "B1", {"clm_then_mlm": arm(4.6, 70.0), "mlm_only": arm(5.0, 60.0), "clm_only": {"validation_loss": [4.2, 4.2]}}
     )
-    downstream, stability = biphasic.b1({"B1": found})[0]
+    downstream, stability = biphasic.b1(found)[0]
     assert downstream.verdict == "consistent" and downstream.points[0].detail == "for on sc, tc, qa, ir"
     assert stability.verdict == "pending: CLM-only not fine-tuned over the rate grid"
 
@@ -197,7 +197,7 @@ def test_b1_stability_compares_clm_with_mlm_by_a_statistic_a_diverged_top_rate_d
 
     clm, mlm = (flat_diverged, peaked) if clm_flatter else (peaked, flat_diverged)
     found = results_file("B1", {"clm_then_mlm": arm(peaked, 1.0), "mlm_only": arm(mlm, 0.5), "clm_only": arm(clm, 0.0)})
-    _, stability = biphasic.b1({"B1": found})[0]
+    _, stability = biphasic.b1(found)[0]
     assert stability.verdict == ("consistent" if clm_flatter else "contrary")
     assert "median fall below the best rate, CLM-only vs MLM-only" in stability.numbers
 
@@ -205,7 +205,7 @@ def test_b1_stability_compares_clm_with_mlm_by_a_statistic_a_diverged_top_rate_d
 @pytest.mark.parametrize("converted_loss,expected", [(5.2, "check passed"), (5.7, "check failed")])
 def test_b2_is_a_conversion_check_not_a_verdict_on_the_paper(converted_loss, expected):
     arms = {"from_smollm2": {"validation_loss": [converted_loss]}, "from_scratch": {"validation_loss": [9.3]}}
-    (claim,), _ = biphasic.b2({"B2": results_file("B2", arms, seeds=1)})
+    (claim,), _ = biphasic.b2(results_file("B2", arms, seeds=1))
     assert claim.verdict.startswith(expected) and claim.points == []
 
 
@@ -222,7 +222,7 @@ def test_t1_is_judged_only_with_its_controlled_mlm_arm(controlled):
     setup = {"steps": 500, "batch": 16, "block": 128, "peak_rate": 1e-4, "finetune_rate": 1e-3}
     setup |= {"mlm_arm": "tacl_weight_0"} if controlled else {"mlm_arm": "method_mlm", "mlm_arm_text": "`--method mlm`"}
     arms = {"start": arm([0.40, 0.40], 50.0), "mlm": arm([0.35, 0.36], 55.0), "tacl": arm([0.25, 0.27], 54.0)}
-    (claim,), section = tacl.t1({"T1": results_file("T1", arms, setup=setup)})
+    (claim,), section = tacl.t1(results_file("T1", arms, setup=setup))
     # Self-similarity below the control's beyond the spread; downstream a point lower on every task, every seed alike.
     assert [point.state for point in claim.points] == [rules.FOR, rules.AGAINST]
     assert any(line.startswith("| tacl | 4.500, 4.500 | 0.250, 0.270 |") for line in section)
@@ -248,12 +248,12 @@ def test_u_is_void_while_span_stays_on_the_plateau_and_shows_the_random_init_flo
         "biphasic_span": arm(5.9, 55.0),
         "random_init": {"scores": {kind: runs_of({0: [10.0, 11.0, 12.0]}) for kind in masking.U_KINDS}},
     }
-    (claim,), section = masking.u_masking({"U": results_file("U", arms, seeds=1, setup={"text": "U."})})
+    (claim,), section = masking.u_masking(results_file("U", arms, seeds=1, setup={"text": "U."}))
     assert claim.verdict == "void: biphasic_span (5.90) not 0.5 nats below the unigram entropy (6.00)"
     assert "test means" not in claim.numbers  # a void claim's scores are no headline
     assert any(line.startswith("| random_init |") and "11.0 [" in line for line in section)
     arms["biphasic_span"] = arm(5.0, 55.0)
-    (claim,), _ = masking.u_masking({"U": results_file("U", arms, seeds=1, setup={"text": "U."})})
+    (claim,), _ = masking.u_masking(results_file("U", arms, seeds=1, setup={"text": "U."}))
     assert claim.verdict == "consistent" and "tc: token 51.0, span 56.0" in claim.numbers
 
 
@@ -281,6 +281,13 @@ def test_the_report_is_regenerated_from_results_files_alone_and_a_changed_number
         data["arms"]["cpt_clm_only"]["scores"][kind] = runs_of({0: [50.0], 1: [51.0]})
     results.save(data, tmp_path / "results")
     assert "| contrary |" in document.write_report(tmp_path / "results", tmp_path).read_text()
+    # The same experiment at another scale is judged beside it, under its own label.
+    results.save({**data, "experiment": "B2-equal-budget, GPU"}, tmp_path / "results")
+    report = document.write_report(tmp_path / "results", tmp_path).read_text()
+    assert "| B2, equal budget [GPU] |" in report and "## B2, equal budget [GPU] — MLM continued" in report
+    (tmp_path / "results" / "X.json").write_text(json.dumps({**data, "experiment": "X"}))
+    with pytest.raises(SystemExit, match="X: no experiment of that name; the report knows T1, T1-MiniLM, M,"):
+        document.write_report(tmp_path / "results", tmp_path)
 
 
 def test_every_committed_results_file_says_where_its_numbers_come_from_and_builds_its_claims():
@@ -291,7 +298,11 @@ def test_every_committed_results_file_says_where_its_numbers_come_from_and_build
         assert provenance["source"] in {"run", "transcribed"} and provenance["commit"], name
         if experiment.transcribed:
             assert provenance["from"].startswith("experiments/REPORT.md"), name
-    claims = [claim for build in document.BUILDERS for claim in build(found)[0]]
+    claims = [
+        claim
+        for experiment in document.ordered(found).values()
+        for claim in document.BUILDERS[experiment.base](experiment)[0]
+    ]
     assert [claim.id for claim in claims][:2] == ["T1", "T1-MiniLM"] and all(claim.verdict for claim in claims)
 
 

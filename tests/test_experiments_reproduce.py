@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from experiments import reproduce, wall_time
+from experiments import options, reproduce, wall_time
 from experiments.report import runs
 
 
@@ -275,7 +275,7 @@ def test_m_and_u_mae_lm_arms_train_the_same_scratch_model_and_differ_in_masking_
 
     for arm in (m_arm, u_arm):
         assert option(arm, "--method") == "mae_lm" and option(arm, "--model_size") == "small"
-        assert option(arm, "--config_overrides") == f"{reproduce.SCRATCH_LAYERS},decoder_num_hidden_layers=2"
+        assert option(arm, "--config_overrides") == f"{options.SCRATCH_LAYERS},decoder_num_hidden_layers=2"
     assert (option(m_arm, "--max_steps"), option(m_arm, "--learning_rate")) == ("1500", "0.001")
     assert (option(u_arm, "--max_steps"), option(u_arm, "--learning_rate")) == ("400", "0.0005")
     assert option(m_arm, "--mask_in_encoder_fraction") == "0.5" and option(u_arm, "--masking") == "span"
@@ -422,7 +422,7 @@ def test_m_trains_bert_of_the_same_size_beside_the_delta_arms_and_probes_each_in
     methods = [arm[arm.index("--method") + 1] for arm in arms]
     assert methods == ["mae_lm", "mae_lm", "mae_lm", "mlm"]
     control = arms[-1]
-    assert control[control.index("--config_overrides") + 1] == reproduce.SCRATCH_LAYERS
+    assert control[control.index("--config_overrides") + 1] == options.SCRATCH_LAYERS
     assert control[control.index("--learning_rate") + 1] == "0.0003"  # the δ arms' rate
     assert analyze[analyze.index("--labels") + 1 : analyze.index("--corpus")] == (
         "delta_1.0",
@@ -449,6 +449,7 @@ def test_the_masking_sweep_runs_every_unit_at_another_ratio_and_fine_tunes_a_ran
 
     monkeypatch.setattr(masking_sweep, "on_unigram_plateau", lambda root, runs: False)
     b1_runner.settings.mlm_probability, b1_runner.settings.mae_lm_steps = ratio, 400
+    b1_runner.settings.units = ["token", "whole_word", "span"]
     masking_sweep.masking_sweep(b1_runner, ["biphasic"])
     outputs = [Path(call[call.index("--output_dir") + 1]).name for call in calls if call[0] == "pretrain"]
     prefix = "u" if ratio is None else "u15"

@@ -63,11 +63,8 @@ RULES = {
 B1_ARMS = ("clm_then_mlm", "mlm_only")
 
 
-def b1(results: dict[str, Results]):
+def b1(found: Results):
     """B1's two rows (downstream, Fig. 6; stability, Fig. 5) and its section."""
-    found = results.get("B1")
-    if found is None:
-        return None
     arms = found.arms
     pfs, mlm = arms["clm_then_mlm"], arms["mlm_only"]
     void = learned_or_void({name: arms[name].per_seed("validation_loss") for name in B1_ARMS}, found.entropy)
@@ -75,7 +72,7 @@ def b1(results: dict[str, Results]):
     losses = f"validation MLM loss {loss(pfs):.2f} vs {loss(mlm):.2f} (unigram {found.entropy:.2f})"
     seeds = f"{len(found.seeds)} pre-training seed{'s' if len(found.seeds) > 1 else ''}"
     downstream_claim = Claim(
-        "B1",
+        found.label("B1"),
         "CLM 25% → MLM 75% beats MLM alone downstream at equal steps",
         f"{means_text(pfs, mlm)}; {losses}; {seeds}",
         [downstream],
@@ -87,14 +84,14 @@ def b1(results: dict[str, Results]):
         {"clm_only": clm.per_seed("validation_loss"), "mlm_only": mlm.per_seed("validation_loss")}, found.entropy
     )
     stability_claim = Claim(
-        "B1, stability",
+        found.label("B1, stability"),
         "CLM-pretrained models are less sensitive to the fine-tuning rate than MLM-pretrained ones",
         stability_numbers(clm, mlm, found),
         [stability],
         stability_void or verdict([stability]),
     )
     section = [
-        "## B1 — CLM → MLM against MLM and CLM alone (one biphasic architecture, one WSD schedule)",
+        f"## {found.label('B1')} — CLM → MLM against MLM and CLM alone (one biphasic architecture, one WSD schedule)",
         "",
         f"{found.setup.get('text', '')} Fine-tuned at rates {', '.join(f'{rate:g}' for rate in found.setup.get('finetune_rates', []))}; "
         "each arm's test score at its best rate per task.",
@@ -235,17 +232,14 @@ def stability_table(found: Results) -> list[str]:
     ]
 
 
-def b2_equal_budget(results: dict[str, Results]):
-    found = results.get("B2-equal-budget")
-    if found is None:
-        return None
+def b2_equal_budget(found: Results):
     arms = found.arms
     from_clm, from_mlm = arms["cpt_clm_only"], arms["cpt_mlm_only"]
     void = learned_or_void({name: arm.per_seed("validation_loss") for name, arm in arms.items()}, found.entropy)
     point = scores_point(from_clm, from_mlm)
     seeds = f"{len(found.seeds)} pre-training seed{'s' if len(found.seeds) > 1 else ''}"
     claim = Claim(
-        "B2, equal budget",
+        found.label("B2, equal budget"),
         "MLM continued from a CLM model beats MLM continued from an MLM model of equal training",
         f"{means_text(from_clm, from_mlm)}; validation MLM loss {loss(from_clm):.2f} vs {loss(from_mlm):.2f} "
         f"(unigram {found.entropy:.2f}); {seeds}",
@@ -254,7 +248,7 @@ def b2_equal_budget(results: dict[str, Results]):
     )
     start = found.data.get("start_validation_loss", {})
     section = [
-        "## B2, equal budget — MLM continued from B1's CLM-only and MLM-only arms",
+        f"## {found.label('B2, equal budget')} — MLM continued from B1's CLM-only and MLM-only arms",
         "",
         f"{found.setup.get('text', '')}",
         "",
@@ -269,17 +263,14 @@ def b2_equal_budget(results: dict[str, Results]):
     return [claim], section
 
 
-def b2(results: dict[str, Results]):
+def b2(found: Results):
     """B2: a check that the conversion of a causal LM serves MLM at once; no verdict on paper 004."""
-    found = results.get("B2")
-    if found is None:
-        return None
     converted, scratch = (
         statistics.fmean(found.arm(name).per_seed("validation_loss")) for name in ("from_smollm2", "from_scratch")
     )
     passed = converted < found.entropy - LEARNING_MARGIN
     claim = Claim(
-        "B2",
+        found.label("B2"),
         "a causal LM converted to an encoder serves MLM at once (a check, not a claim of the paper)",
         f"held-out masked-LM loss after {found.setup.get('steps')} MLM steps: from SmolLM2-135M {converted:.3f}, from "
         f"scratch {scratch:.3f} (unigram {found.entropy:.2f})",
@@ -289,7 +280,7 @@ def b2(results: dict[str, Results]):
         else f"check failed: the converted model is not {LEARNING_MARGIN} nats below the entropy",
     )
     section = [
-        "## B2 — SmolLM2-135M converted and continued with MLM (a check)",
+        f"## {found.label('B2')} — SmolLM2-135M converted and continued with MLM (a check)",
         "",
         f"{found.setup.get('steps')} MLM steps at batch {found.setup.get('batch')} × {found.setup.get('block')} and "
         f"{found.setup.get('peak_rate'):g}, from the converted model and from scratch in the same architecture; the "

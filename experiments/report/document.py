@@ -5,21 +5,23 @@ import statistics
 from pathlib import Path
 
 from . import biphasic, mae_lm, masking, tacl
-from .results import RESULTS, Results, load
+from .results import POOLED, RESULTS, Results, load
 from .rules import LEARNING_MARGIN, VERDICTS
 from .tables import markdown_table
 
-# Each builder returns (claims, section lines) for the experiments it reads, or None when their results are absent.
-BUILDERS = (
-    tacl.t1,
-    tacl.t1_minilm,
-    mae_lm.m_from_scratch,
-    mae_lm.m_pretrained,
-    biphasic.b1,
-    biphasic.b2_equal_budget,
-    biphasic.b2,
-    masking.u_masking,
-)
+# Experiment -> the builder of its claims and section, for its plain results file and every variant of it ('M, GPU',
+# 'U, 15%'), in the order the report lists them.
+BUILDERS = {
+    "T1": tacl.t1,
+    "T1-MiniLM": tacl.t1_minilm,
+    "M": mae_lm.m_from_scratch,
+    "M-lr1e-3": mae_lm.collapsed_sweep,
+    "M-pretrained": mae_lm.m_pretrained,
+    "B1": biphasic.b1,
+    "B2-equal-budget": biphasic.b2_equal_budget,
+    "B2": biphasic.b2,
+    "U": masking.u_masking,
+}
 RULES = {**tacl.RULES, **mae_lm.RULES, **biphasic.RULES, **masking.RULES}
 
 SUMMARY_HEADER = ["id", "claim", "our numbers", "points", "verdict"]
@@ -47,6 +49,11 @@ PAPERS = {
         "Tables 14-17 at 22k CPT steps, from CLM against from MLM: SC +0.9, TC +0.6, QA −1.0, IR +0.3",
     ),
 }
+PAPERS["U"] = (
+    "SpanBERT (Joshi et al., 2020) through the textbook's §11.5, which gives neither budget nor effect",
+    None,
+    "",
+)
 # Which paper row each of our experiments is measured against.
 PAPER_OF = {
     "T1": "T1",
@@ -55,26 +62,17 @@ PAPER_OF = {
     "M-pretrained": "M",
     "B1": "B1",
     "B2-equal-budget": "B2-equal-budget",
-    "U": "B1",
+    "U": "U",
 }
-
-
-# The order experiments are listed in.
-ORDER = ("T1", "T1-MiniLM", "M", "M-lr1e-3", "M-pretrained", "B1", "B2-equal-budget", "B2", "U")
 
 
 def write_report(results_dir: Path = RESULTS, here: Path = Path(__file__).parents[1]) -> Path:
     """Write here/REPORT.md from the results files in `results_dir`."""
-    found = load(results_dir)
-    rank = {name: index for index, name in enumerate(ORDER)}
-    results = dict(sorted(found.items(), key=lambda item: (rank.get(item[0], len(ORDER)), item[0])))
+    results = ordered(load(results_dir))
     claims, sections = [], []
-    for build in BUILDERS:
-        built = build(results)
-        if built is None:
-            continue
-        found, section = built
-        claims += found
+    for found in results.values():
+        built, section = BUILDERS[found.base](found)
+        claims += built
         sections.append(section)
     findings = here / "findings.md"
     lines = [
@@ -102,6 +100,16 @@ def write_report(results_dir: Path = RESULTS, here: Path = Path(__file__).parent
     path.write_text("\n".join(lines).rstrip("\n") + "\n")
     print(f"Wrote {path}")
     return path
+
+
+def ordered(results: dict[str, Results]) -> dict[str, Results]:
+    """Experiments in BUILDERS' order, each plain file before its variants; a file of no known experiment is
+    refused."""
+    unknown = [name for name, found in results.items() if found.base not in BUILDERS]
+    if unknown:
+        raise SystemExit(f"{', '.join(unknown)}: no experiment of that name; the report knows {', '.join(BUILDERS)}.")
+    rank = {name: index for index, name in enumerate(BUILDERS)}
+    return dict(sorted(results.items(), key=lambda item: (rank[item[1].base], item[1].variant)))
 
 
 def tokens(setup: dict) -> float | None:
@@ -212,13 +220,14 @@ def half_widths(found: Results) -> list[float]:
 def limits_lines(results: dict[str, Results]) -> list[str]:
     rows = []
     for name, found in results.items():
-        paper = PAPERS.get(PAPER_OF.get(name, ""))
+        paper = PAPERS.get(PAPER_OF.get(found.base, ""))
         seen = tokens(found.setup)
         if paper is None or seen is None:
             continue
         widths = half_widths(found)
         width = f"{statistics.median(widths):.1f} ({min(widths):.1f}–{max(widths):.1f})" if widths else "not fine-tuned"
-        rows.append([name, paper[0], millions(seen), f"{paper[1] / seen:,.0f}×", paper[2], width])
+        ratio = f"{paper[1] / seen:,.0f}×" if paper[1] else ""
+        rows.append([name, paper[0], millions(seen), ratio, paper[2], width])
     return [
         "## Limits",
         "",
@@ -236,20 +245,48 @@ def limits_lines(results: dict[str, Results]) -> list[str]:
         "",
         "- Scale: 10^4 to 5 × 10^4 times fewer pre-training tokens than the papers, encoders of 4 × 256 from scratch "
         "and 22M parameters continued, against 110M-1B; fine-tuned for 75 steps, not to convergence. The papers' "
-        'effects are 0.3 to 5 points; most of our intervals are wider than that, so a verdict of "not shown" here '
-        'says little about the papers, and "consistent" means the direction held at this scale, not that the size did.',
-        "- Tasks: built from the same corpus family as the pre-training text, and for every result above from the "
-        "very pages the encoders pre-trained on (test paragraphs were pre-training text). New runs hold those pages "
-        "out; no result here has run so yet.",
-        "- Intervals: the transcribed scores' intervals pool 2 pre-training × 3 fine-tuning seeds as 6 independent "
-        "runs; their per-seed means are gone. Experiments with one pre-training seed (M, M-pretrained, B2, U) have "
-        "intervals over fine-tuning seeds only, and their ranks and similarities no spread at all.",
-        "- Rates: T1, T1-MiniLM, M-pretrained and U were fine-tuned at one rate each, B2 at equal budget at two, B1 "
-        "over five; paper 004 searches six per model and task. A claim judged at one rate may hold at another.",
-        "- Probes: every probe in these results read its arm with every [MASK] out of the encoder (δ = 0's view), "
-        "the δ = 1 and δ = 0.5 arms out of the distribution they trained on; the probe now reads each arm in its own "
-        "δ as well, for new runs.",
+        'effects are 0.3 to 5 points; most of our intervals are wider than that, so "not shown" here says little '
+        'about the papers, and "consistent" means the direction held at this scale, not that the size did.',
+        *limit_lines(results),
         "",
+    ]
+
+
+def named(results: dict[str, Results], test) -> str:
+    return ", ".join(name for name, found in results.items() if test(found)) or "none"
+
+
+def limit_lines(results: dict[str, Results]) -> list[str]:
+    """The limits each results file states about itself: which pages its tasks came from, what its intervals are
+    over, how many fine-tuning rates it tried, and in which view its arms were probed."""
+
+    def pooled(found):
+        return any(score.estimate.unit == POOLED for arm in found.arms.values() for score in arm.scores().values())
+
+    def unviewed(found):
+        return any(
+            "own" not in probe
+            for name, arm in found.arms.items()
+            if name in {"delta_0.5", "delta_1.0"}
+            for probe in arm.probes()
+        )
+
+    rates = "; ".join(
+        f"{name} {len(found.setup['finetune']['rates'])}"
+        for name, found in results.items()
+        if found.setup.get("finetune")
+    )
+    return [
+        "- Tasks: built from the same corpus family as the pre-training text. From the very pages the encoders "
+        f"pre-trained on (test paragraphs were pre-training text): {named(results, lambda f: f.setup.get('task_pages', '').startswith('all'))}; "
+        f"from held-out pages: {named(results, lambda f: f.setup.get('task_pages', '').startswith('held out'))}.",
+        "- Intervals: pooled over pre-training × fine-tuning seeds as if independent (transcribed, per-seed means "
+        f"gone): {named(results, pooled)}. One pre-training seed, so intervals over fine-tuning seeds only and no "
+        f"spread for ranks or similarities: {named(results, lambda f: len(f.seeds) == 1)}.",
+        f"- Fine-tuning rates tried per model and task: {rates}; paper 004 searches six. A claim judged at one rate may "
+        "hold at another.",
+        "- Probes read only in δ = 0's view, the δ = 1 and δ = 0.5 arms out of the distribution they trained on: "
+        f"{named(results, unviewed)}.",
     ]
 
 

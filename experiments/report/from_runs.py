@@ -5,7 +5,7 @@ from pathlib import Path
 
 from .collect import Collector, labelled
 from .masking import RANDOM_INIT, TOKEN_EVAL_SUFFIX, masking_runs
-from .runs import data_root, folders_of, minilm_path, unigram_entropy
+from .runs import data_root, final_eval_loss, folders_of, minilm_path, unigram_entropy
 
 DELTAS = ("0.0", "0.5", "1.0")
 PHASE_ARMS = ("clm_then_mlm", "mlm_only", "clm_only")
@@ -120,16 +120,22 @@ def mp_results(root: Path, setup: dict, figures: Path) -> Collector | None:
     return collector
 
 
+def seeded_results(experiment: str, roots: list[Path], setup: dict, prefix: str, arms: tuple) -> Collector:
+    """An experiment whose arms (run PREFIX_ARM, analysed and fine-tuned as PREFIX) ran once per seed folder."""
+    collector = Collector(experiment, setup, unigram_entropy(data_root(roots[0])), list(range(len(roots))))
+    for index, seed_root in enumerate(roots):
+        for arm in arms:
+            collector.add_loss(arm, seed_root, f"{prefix}_{arm}")
+        collector.add_analysis(seed_root, prefix, {arm: arm for arm in arms})
+        collector.add_scores(seed_root, prefix, labelled({f"{prefix}_{arm}": arm for arm in arms}), index)
+    return collector
+
+
 def b1_results(root: Path, setup: dict, figures: Path) -> Collector | None:
     roots = seed_roots(root, "evaluate/b1")
     if not roots:
         return None
-    collector = Collector("B1", setup, unigram_entropy(data_root(root)), list(range(len(roots))))
-    for index, seed_root in enumerate(roots):
-        for arm in PHASE_ARMS:
-            collector.add_loss(arm, seed_root, f"b1_{arm}")
-        collector.add_analysis(seed_root, "b1", {arm: arm for arm in PHASE_ARMS})
-        collector.add_scores(seed_root, "b1", labelled({f"b1_{arm}": arm for arm in PHASE_ARMS}), index)
+    collector = seeded_results("B1", roots, setup, "b1", PHASE_ARMS)
     collector.add_figure(roots[0] / "analysis" / "b1" / "layer_curves.png", figures, "b1_layer_curves.png")
     return collector
 
@@ -138,16 +144,13 @@ def b2e_results(root: Path, setup: dict, figures: Path) -> Collector | None:
     roots = seed_roots(root, "evaluate/b2e")
     if not roots:
         return None
-    arms = ("cpt_clm_only", "cpt_mlm_only")
-    collector = Collector("B2-equal-budget", setup, unigram_entropy(data_root(root)), list(range(len(roots))))
-    for index, seed_root in enumerate(roots):
-        for arm in arms:
-            collector.add_loss(arm, seed_root, f"b2e_{arm}")
-        collector.add_analysis(seed_root, "b2e", {arm: arm for arm in arms})
-        collector.add_scores(seed_root, "b2e", labelled({f"b2e_{arm}": arm for arm in arms}), index)
-        collector.add_loss("start", seed_root, "b1_mlm_only")
-    start = collector.data["arms"].pop("start", {})
-    collector.data["start_validation_loss"] = {"mlm_only": start.get("validation_loss", [])}
+    collector = seeded_results("B2-equal-budget", roots, setup, "b2e", ("cpt_clm_only", "cpt_mlm_only"))
+    starts = [
+        final_eval_loss(seed_root, "b1_mlm_only")
+        for seed_root in roots
+        if (seed_root / "pretrain" / "b1_mlm_only").exists()
+    ]
+    collector.data["start_validation_loss"] = {"mlm_only": starts}
     return collector
 
 

@@ -66,7 +66,7 @@ def m1_claim(found: Results, claim_id: str) -> Claim:
         f"{losses_text(found)}"
     )
     statement = "MLM's real tokens use more dimensions with [MASK] in the input; MAE-LM's use as many without it"
-    return Claim(claim_id, statement, numbers, points, delta_void(found) or verdict(points))
+    return Claim(found.label(claim_id), statement, numbers, points, delta_void(found) or verdict(points))
 
 
 def m2_claim(found: Results, claim_id: str) -> Claim:
@@ -88,7 +88,7 @@ def m2_claim(found: Results, claim_id: str) -> Claim:
         numbers = f"not fine-tuned; {extension}"
     numbers = f"δ = 0 / 0.5 / 1: {numbers}"
     statement = "the more [MASK] the encoder sees (δ from 0 to 1), the lower the downstream scores"
-    return Claim(claim_id, statement, numbers, [point], delta_void(found) or verdict([point]))
+    return Claim(found.label(claim_id), statement, numbers, [point], delta_void(found) or verdict([point]))
 
 
 def losses_text(found: Results) -> str:
@@ -98,15 +98,12 @@ def losses_text(found: Results) -> str:
     )
 
 
-def m_from_scratch(results: dict[str, Results]):
-    """M1 and M2 from scratch: two rows, one section (with the sweep at 1e-3 where it ran)."""
-    found = results.get("M")
-    if found is None:
-        return None
+def m_from_scratch(found: Results):
+    """M1 and M2 from scratch: two rows, one section."""
     claims = [m1_claim(found, "M1"), m2_claim(found, "M2")]
     setup = found.setup
     lines = [
-        "## M — MAE-LM from scratch, δ = 0 / 0.5 / 1",
+        f"## {found.label('M')} — MAE-LM from scratch, δ = 0 / 0.5 / 1",
         "",
         "δ = 1 is MLM on MAE-LM's layout (every [MASK] enters the encoder, the decoder still predicts); δ = 0 is "
         f"MAE-LM; `mlm`, where present, is BERT's post-LN encoder of the same size without a decoder. {setup_text(setup)}",
@@ -117,26 +114,25 @@ def m_from_scratch(results: dict[str, Results]):
         *(f"![{name}](figures/{name})" for name in found.data.get("figures", [])),
         "",
     ]
-    collapsed = results.get("M-lr1e-3")
-    if collapsed is not None:
-        lines += [
-            f"### The same sweep at a peak learning rate of {collapsed.setup['peak_rate']:g}",
-            "",
-            *provenance_lines(collapsed),
-            *arm_table(collapsed),
-            *probe_lines(collapsed),
-        ]
     return claims, lines
 
 
-def m_pretrained(results: dict[str, Results]):
+def collapsed_sweep(found: Results):
+    """M's sweep at the rate at which every arm collapsed: a section, no claim."""
+    return [], [
+        f"### {found.label('M')} at a peak learning rate of {found.setup['peak_rate']:g}",
+        "",
+        *provenance_lines(found),
+        *arm_table(found),
+        *probe_lines(found),
+    ]
+
+
+def m_pretrained(found: Results):
     """M1 and M2 from all-MiniLM-L6-v2: two rows, one section; the start's own numbers stand in its table."""
-    found = results.get("M-pretrained")
-    if found is None:
-        return None
     claims = [m1_claim(found, "M1, pretrained start"), m2_claim(found, "M2, pretrained start")]
     lines = [
-        "## M, pretrained start — all-MiniLM-L6-v2 continued as MAE-LM with δ = 0, 0.5, 1",
+        f"## {found.label('M, pretrained start')} — all-MiniLM-L6-v2 continued as MAE-LM with δ = 0, 0.5, 1",
         "",
         "Each arm's encoder starts as all-MiniLM-L6-v2 itself (`MaeLmForMaskedLM.from_encoder`: the same hidden states, "
         f"every layer), with a new decoder and LM head (MiniLM has no MLM head). {setup_text(found.setup)} The start's "

@@ -41,10 +41,7 @@ RULE = (
 RULES = {"U": (SOURCE, RULE)}
 
 
-def u_masking(results: dict[str, Results]):
-    found = results.get("U")
-    if found is None:
-        return None
+def u_masking(found: Results):
     arms = found.arms
     token, span = arms["biphasic_token"], arms["biphasic_span"]
     units = [name for name in arms if name.startswith("biphasic_")]
@@ -115,7 +112,7 @@ def section(found: Results) -> list[str]:
         *U_KINDS,
     ]
     return [
-        "## U — the masking unit: token, whole word, span",
+        f"## {found.label('U')} — the masking unit: token, whole word, span",
         "",
         f"{found.setup.get('text', '')} Scores: mean and 95% interval over {' / '.join(sorted(units)) or 'nothing yet'}.",
         "",

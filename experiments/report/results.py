@@ -24,7 +24,7 @@ from pathlib import Path
 
 from scipy import stats
 
-RESULTS = Path(__file__).parents[1] / "results"
+from .. import RESULTS
 
 # How many pre-training seeds a measure's values stand for, or which other unit they are.
 PRETRAINING_SEEDS = "pre-training seeds"
@@ -160,6 +160,20 @@ class Results:
     @property
     def name(self) -> str:
         return self.data["experiment"]
+
+    @property
+    def base(self) -> str:
+        """The experiment an 'M, GPU' or 'U, 15%' file is a variant of: 'M', 'U'."""
+        return self.name.split(", ")[0]
+
+    @property
+    def variant(self) -> str:
+        """What sets this file apart from its experiment's plain one ('GPU', '15%'); '' for the plain one."""
+        return self.name.partition(", ")[2]
+
+    def label(self, claim_id: str) -> str:
+        """A claim's id as this variant judges it: 'M1' -> 'M1 [GPU]'."""
+        return f"{claim_id} [{self.variant}]" if self.variant else claim_id
 
     @property
     def provenance(self) -> dict:

@@ -33,18 +33,16 @@ RULES = {"T1": (SOURCE, RULE), "T1-MiniLM": (SOURCE, RULE + " Its MLM arm must b
 CONTROLLED_MLM_ARM = "tacl_weight_0"
 
 
-def t1(results: dict[str, Results]):
-    return tacl_claim(results.get("T1"), "T1", "B1's MLM-only arm (its MLM head trained)")
+def t1(found: Results):
+    return tacl_claim(found, "T1", "B1's MLM-only arm (its MLM head trained)")
 
 
-def t1_minilm(results: dict[str, Results]):
-    return tacl_claim(results.get("T1-MiniLM"), "T1-MiniLM", "all-MiniLM-L6-v2 (no MLM head: a fresh one)")
+def t1_minilm(found: Results):
+    return tacl_claim(found, "T1-MiniLM", "all-MiniLM-L6-v2 (no MLM head: a fresh one)")
 
 
-def tacl_claim(found: Results | None, claim_id: str, start_name: str):
-    """The claim's summary row and its section; None without a results file."""
-    if found is None:
-        return None
+def tacl_claim(found: Results, claim_id: str, start_name: str):
+    """The claim's summary row and its section."""
     arms = found.arms
     mlm, tacl = arms["mlm"], arms["tacl"]
     losses = {name: arms[name].per_seed("validation_loss") for name in ("mlm", "tacl")}
@@ -76,9 +74,13 @@ def tacl_claim(found: Results | None, claim_id: str, start_name: str):
         f"{mean_of(tacl.measure('validation_loss'), 2)} (unigram {found.entropy:.2f})"
     )
     claim = Claim(
-        claim_id, "TaCL lowers the top layer's self-similarity and fine-tunes better", numbers, points, judged
+        found.label(claim_id),
+        "TaCL lowers the top layer's self-similarity and fine-tunes better",
+        numbers,
+        points,
+        judged,
     )
-    return [claim], section(found, claim_id, start_name)
+    return [claim], section(found, found.label(claim_id), start_name)
 
 
 def section(found: Results, claim_id: str, start_name: str) -> list[str]:
