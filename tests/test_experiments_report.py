@@ -273,14 +273,15 @@ def test_the_report_is_regenerated_from_results_files_alone_and_a_changed_number
     results.save(data, tmp_path / "results")
     (tmp_path / "findings.md").write_text("## What we found\n\nNothing yet.\n")
     report = document.write_report(tmp_path / "results", tmp_path).read_text()
-    assert "| B2, equal budget | MLM continued from a CLM model beats" in report and report.count("| consistent |") == 1
+    assert "| B2, equal budget | MLM continued from a CLM model beats" in report
+    assert report.count("| consistent (2 pre-training seeds) |") == 1
     assert "Run at commit abc1234 on CPU: test." in report and "## What we found" in report
     assert "| B2, equal budget | Paper 004 §5, Fig. 8:" in report  # its rule beside the paper's sentence
     # The same file with the CLM start behind: the report changes its verdict without any run.
     for kind in ("sc", "tc", "qa", "ir"):
         data["arms"]["cpt_clm_only"]["scores"][kind] = runs_of({0: [50.0], 1: [51.0]})
     results.save(data, tmp_path / "results")
-    assert "| contrary |" in document.write_report(tmp_path / "results", tmp_path).read_text()
+    assert "| contrary (2 pre-training seeds) |" in document.write_report(tmp_path / "results", tmp_path).read_text()
     # The same experiment at another scale is judged beside it, under its own label.
     results.save({**data, "experiment": "B2-equal-budget, GPU"}, tmp_path / "results")
     report = document.write_report(tmp_path / "results", tmp_path).read_text()

@@ -1,6 +1,7 @@
 """REPORT.md itself, from the results files alone: the set-up, the rules beside the sentences they test, the summary
 of every claim, each experiment's section, the limits, findings.md and the wall times."""
 
+import dataclasses
 import statistics
 from pathlib import Path
 
@@ -72,7 +73,7 @@ def write_report(results_dir: Path = RESULTS, here: Path = Path(__file__).parent
     claims, sections = [], []
     for found in results.values():
         built, section = BUILDERS[found.base](found)
-        claims += built
+        claims += [dataclasses.replace(claim, evidence=evidence(found)) for claim in built]
         sections.append(section)
     findings = here / "findings.md"
     lines = [
@@ -100,6 +101,20 @@ def write_report(results_dir: Path = RESULTS, here: Path = Path(__file__).parent
     path.write_text("\n".join(lines).rstrip("\n") + "\n")
     print(f"Wrote {path}")
     return path
+
+
+def evidence(found: Results) -> str:
+    """What an experiment's verdicts stand on, in words: its pre-training seeds, its intervals, its provenance."""
+    seeds = len(found.seeds)
+    parts = [f"{seeds} pre-training seed{'s' if seeds > 1 else ''}"]
+    scores = [score for arm in found.arms.values() for score in arm.scores().values()]
+    if any(score.estimate.unit == POOLED for score in scores):
+        parts.append("intervals pooled over pre-training and fine-tuning seeds")
+    elif seeds == 1 and scores:
+        parts.append("intervals over fine-tuning seeds only")
+    if found.transcribed:
+        parts.append("transcribed")
+    return ", ".join(parts)
 
 
 def ordered(results: dict[str, Results]) -> dict[str, Results]:

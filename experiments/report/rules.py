@@ -157,10 +157,18 @@ class Claim:
     numbers: str
     points: list[Point]
     verdict: str
+    evidence: str = ""  # what the numbers stand on: seeds, intervals, provenance
 
     def row(self) -> list[str]:
         if self.verdict.startswith("void"):
             points = "not judged: an arm did not learn"
         else:
             points = "; ".join(point.text() for point in self.points) or "none"
-        return [self.id, self.statement, self.numbers, points, self.verdict]
+        judged = self.verdict.startswith(("void", "pending")) or not self.evidence
+        return [
+            self.id,
+            self.statement,
+            self.numbers,
+            points,
+            self.verdict if judged else f"{self.verdict} ({self.evidence})",
+        ]
