@@ -166,16 +166,21 @@ def test_m2_is_judged_downstream_and_the_rank_over_delta_is_reported_not_judged(
     assert mae_lm.m2_claim(results_file("M", stuck), "M2").verdict.startswith("void: δ = 0.5 seed 0 (5.80)")
 
 
-def test_b1_is_judged_downstream_as_fig_6_and_its_stability_pending_until_clm_alone_is_fine_tuned():
+@pytest.mark.parametrize("pfs_ahead", [True, False])
+def test_b1_is_judged_downstream_as_fig_6_and_its_stability_pending_until_clm_alone_is_fine_tuned(pfs_ahead):
     def arm(loss, score):
         tests = {seed: [score + seed] * 3 for seed in range(2)}
         return {"validation_loss": [loss, loss], "scores": {kind: runs_of(tests) for kind in ("sc", "tc", "qa", "ir")}}
 
-    found = results_file(
-        "B1", {"clm_then_mlm": arm(4.6, 70.0), "mlm_only": arm(5.0, 60.0), "clm_only": {"validation_loss": [4.2, 4.2]}}
-    )
-    downstream, stability = biphasic.b1(found)[0]
-    assert downstream.verdict == "consistent" and downstream.points[0].detail == "for on sc, tc, qa, ir"
+    scores = (70.0, 60.0) if pfs_ahead else (60.0, 70.0)
+    arms = {
+        "clm_then_mlm": arm(4.6, scores[0]),
+        "mlm_only": arm(5.0, scores[1]),
+        "clm_only": {"validation_loss": [4.2, 4.2]},
+    }
+    downstream, stability = biphasic.b1(results_file("B1", arms))[0]
+    assert downstream.verdict == ("consistent" if pfs_ahead else "contrary")
+    assert downstream.points[0].detail == ("for" if pfs_ahead else "against") + " on sc, tc, qa, ir"
     assert stability.verdict == "pending: CLM-only not fine-tuned over the rate grid"
 
 
@@ -209,8 +214,8 @@ def test_b2_is_a_conversion_check_not_a_verdict_on_the_paper(converted_loss, exp
     assert claim.verdict.startswith(expected) and claim.points == []
 
 
-@pytest.mark.parametrize("controlled", [True, False])
-def test_t1_is_judged_only_with_its_controlled_mlm_arm(controlled):
+@pytest.mark.parametrize("controlled,tacl_lower", [(True, True), (True, False), (False, True)])
+def test_t1_is_judged_only_with_its_controlled_mlm_arm(controlled, tacl_lower):
     def arm(similarities, score, loss=4.5):
         tests = {seed: [score] * 3 for seed in range(2)}
         return {
@@ -221,13 +226,16 @@ def test_t1_is_judged_only_with_its_controlled_mlm_arm(controlled):
 
     setup = {"steps": 500, "batch": 16, "block": 128, "peak_rate": 1e-4, "finetune_rate": 1e-3}
     setup |= {"mlm_arm": "tacl_weight_0"} if controlled else {"mlm_arm": "method_mlm", "mlm_arm_text": "`--method mlm`"}
-    arms = {"start": arm([0.40, 0.40], 50.0), "mlm": arm([0.35, 0.36], 55.0), "tacl": arm([0.25, 0.27], 54.0)}
+    similarities = [0.25, 0.27] if tacl_lower else [0.45, 0.47]
+    arms = {"start": arm([0.40, 0.40], 50.0), "mlm": arm([0.35, 0.36], 55.0), "tacl": arm(similarities, 54.0)}
     (claim,), section = tacl.t1(results_file("T1", arms, setup=setup))
-    # Self-similarity below the control's beyond the spread; downstream a point lower on every task, every seed alike.
-    assert [point.state for point in claim.points] == [rules.FOR, rules.AGAINST]
-    assert any(line.startswith("| tacl | 4.500, 4.500 | 0.250, 0.270 |") for line in section)
+    # Self-similarity away from the control's beyond the spread; downstream a point lower on every task, every seed alike.
+    assert [point.state for point in claim.points] == [rules.FOR if tacl_lower else rules.AGAINST, rules.AGAINST]
+    assert any(
+        line.startswith(f"| tacl | 4.500, 4.500 | {similarities[0]:.3f}, {similarities[1]:.3f} |") for line in section
+    )
     if controlled:
-        assert claim.verdict == "mixed"
+        assert claim.verdict == ("mixed" if tacl_lower else "contrary")
     else:
         assert (
             claim.verdict == "uncontrolled: its MLM arm is `--method mlm`, not TaCL at weight 0 (by the rules: mixed)"
