@@ -140,19 +140,6 @@ def test_t1s_mlm_arm_is_the_tacl_run_with_its_contrastive_term_weighted_0(b1_run
     assert fine_tuned == ([start] if experiment == "T1" else []) + students
 
 
-def test_t1_from_a_trained_head_continues_b1s_mlm_arm_with_and_without_the_contrastive_term(b1_runner, calls):
-    reproduce.t1(b1_runner)
-    b1_arm, mlm, tacl, analyze, *evaluates = calls
-    start = str(b1_runner.root / "pretrain" / "b1_mlm_only")
-    assert b1_arm[b1_arm.index("--phases") + 1] == "mlm:1.0"  # B1's MLM-only arm: skipped by hf_encoders when done
-    for arm in (mlm, tacl):
-        assert arm[:5] == ("pretrain", "--method", "tacl", "--model_name_or_path", start)
-        assert arm[arm.index("--max_steps") + 1] == "500" and arm[arm.index("--seed") + 1] == "1"
-    assert mlm[mlm.index("--tacl_loss_weight") + 1] == "0" and "--tacl_loss_weight" not in tacl
-    students = [str(b1_runner.root / "pretrain" / run / "student") for run in ("t1h_mlm", "t1h_tacl")]
-    assert analyze[1:4] == (start, *students) and [evaluate[1] for evaluate in evaluates] == [start, *students]
-
-
 @pytest.mark.parametrize("cuda", [False, True])
 def test_an_evaluate_grid_that_grew_runs_again_and_one_that_did_not_is_skipped(runner, monkeypatch, cuda):
     """evaluate itself skips the runs it finished (results.jsonl); the script must call it again, one model at a time,
