@@ -52,7 +52,8 @@ def provenance_lines(found) -> list[str]:
     lines = [provenance_text(found.provenance)]
     for name, arm in found.arms.items():
         if "provenance" in arm.data:
-            lines.append(f"The {name} row: {provenance_text(arm.data['provenance'])}")
+            text = provenance_text(arm.data["provenance"])
+            lines.append(f"The {name} row was {text[0].lower()}{text[1:]}")
     return [" ".join(lines), ""]
 
 
