@@ -55,6 +55,8 @@ OPTIONS = {
     "hold_encoder_steps": (100, set()),  # read by mae_lm continuing an encoder only
     "tokenized_dir": ("cache/", ALL),
     "skip_bad_rows": (True, ALL),
+    "pad_vocab_to_multiple_of": (8, FROM_SCRATCH),
+    "fp8": (True, ALL),
 }
 
 
@@ -131,6 +133,7 @@ MOOT = [
     ("mae_lm", {"model_name_or_path": "bert"}, {"config_overrides": "decoder_num_hidden_layers=2"}, None),
     ("mae_lm", {"model_name_or_path": "mae_lm"}, {"config_overrides": "num_hidden_layers=1"}, "continues .* as it"),
     ("mae_lm", {"model_name_or_path": "bert"}, {"hold_encoder_steps": 100}, None),
+    ("mlm", {"model_name_or_path": "bert"}, {"pad_vocab_to_multiple_of": 64}, "pads the vocabulary of a model built"),
     ("mae_lm", {"model_name_or_path": "bert"}, {"hold_encoder_steps": 0}, "must be a positive number of steps, got 0"),
     ("biphasic", {"from_causal_lm": "lm.gguf"}, {"model_size": "small"}, "--model_size sizes a model built from"),
     ("biphasic", {"from_causal_lm": "lm.gguf"}, {"tokenizer_name": "bert"}, "keeps the vocabulary of lm.gguf"),

@@ -104,8 +104,24 @@ class PretrainArguments:
         default=None,
         metadata={
             "help": "The model's attention implementation (from_pretrained's attn_implementation): sdpa (the "
-            "default), eager, flex_attention, or flash_attention_2 for biphasic and a TaCL student whose model has "
-            "it. MAE-LM refuses flash attention: its relative position bias cannot enter flash kernels."
+            "default; for mae_lm on a CUDA GPU, flex_attention), eager, flex_attention, or flash_attention_2 for "
+            "biphasic and a TaCL student whose model has it. MAE-LM refuses flash attention: its relative position "
+            "bias cannot enter flash kernels; on flex_attention it trains without attention dropout."
+        },
+    )
+    pad_vocab_to_multiple_of: int | None = field(
+        default=None,
+        metadata={
+            "help": "Pad the vocabulary of a model built from scratch (its embeddings and output layer, not the "
+            "tokenizer) to a multiple of N, as resize_token_embeddings(pad_to_multiple_of=N) does. Default: 64 on a "
+            "CUDA GPU, 1 (none) elsewhere."
+        },
+    )
+    fp8: bool = field(
+        default=False,
+        metadata={
+            "help": "FP8 matmuls (accelerate's torchao backend: the linear layers but the first and last in FP8, the "
+            "rest in bf16), on GPUs with FP8 tensor cores (H100, H200). Needs pip install 'hf-encoders[fp8]'."
         },
     )
     block_size: int | None = field(

@@ -6,13 +6,19 @@ import time
 
 import torch
 
-# Dense bf16 tensor-core peaks (TFLOP/s, no sparsity), by a name `torch.cuda.get_device_name` contains.
-PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}
+# Dense bf16 tensor-core peaks (TFLOP/s, no sparsity, from the datasheets), by a name `torch.cuda.get_device_name`
+# contains; the first that matches counts, so the slower PCIe and NVL parts come before the SXM ones.
+PEAK_TFLOPS = {"H100 PCIe": 756.0, "H100 NVL": 835.0, "H100": 989.0, "H200 NVL": 835.0, "H200": 989.0, "A100": 312.0}
 
 
 def check_peak_tflops(peak_tflops: float | None) -> None:
     if peak_tflops is not None and peak_tflops <= 0:
         raise ValueError(f"--peak_tflops must be positive (the device's dense TFLOP/s), got {peak_tflops}.")
+
+
+def known_peak_tflops(device_name: str) -> float | None:
+    """The dense bf16 peak of a GPU `PEAK_TFLOPS` knows, by its name; None for another."""
+    return next((peak for gpu, peak in PEAK_TFLOPS.items() if gpu in device_name), None)
 
 
 def reduced_over_ranks(tensor: torch.Tensor, op=None) -> torch.Tensor:
@@ -77,8 +83,7 @@ class Throughput:
     def __init__(self, model: torch.nn.Module, peak_tflops: float | None = None):
         self.flops_per_token = sum(p.numel() * (6 if p.requires_grad else 2) for p in model.parameters())
         if peak_tflops is None and torch.cuda.is_available():
-            name = torch.cuda.get_device_name()
-            peak_tflops = next((peak for gpu, peak in PEAK_TFLOPS.items() if gpu in name), None)
+            peak_tflops = known_peak_tflops(torch.cuda.get_device_name())
         self.peak_tflops = peak_tflops
         self.tokens: torch.Tensor | None = None
         self.since, self.not_training = time.perf_counter(), 0.0

@@ -3,6 +3,7 @@
 hf-encoders pretrain --method mae_lm --output_dir out/mae --max_steps 1000 --per_device_train_batch_size 32
 """
 
+import argparse
 import json
 import sys
 from dataclasses import dataclass, field, replace
@@ -27,6 +28,17 @@ from ..data.token_cache import cached_blocks
 from .arguments import TRAINER_OPTION_HELP, PretrainArguments
 from .cards import write_model_card
 from .diagnostics import DiagnosticsCallback
+from .fast_path import (
+    Device,
+    attention_dropout_given,
+    check_fp8_run,
+    choose_attention,
+    drop_attention_dropout,
+    enable_fp8,
+    this_device,
+    training_defaults,
+    vocab_multiple,
+)
 from .hub import push_output_dir
 from .hub_callbacks import CheckpointBranchCallback, CompleteUploadCallback
 from .loss_curves import plot_loss_curves
@@ -82,6 +94,35 @@ def set_attn_implementation(model, implementation: str | None) -> None:
         model.set_attn_implementation(implementation)
     except ImportError as error:  # a kernel whose package is missing (flash-attn): bad input for this machine
         raise ValueError(f"--attn_implementation {implementation}: {error}") from error
+
+
+def flex_attention_dropout(model) -> float:
+    """The attention dropout that MAE-LM's flex_attention path refuses (0 for a model without that path)."""
+    from ..models.mae_lm.modeling_mae_lm import MaeLmAttention
+
+    return max((module.dropout for module in model.modules() if isinstance(module, MaeLmAttention)), default=0.0)
+
+
+def fit_model_to_device(model, args: PretrainArguments, device: Device) -> None:
+    """What the run's device changes in the model (training/fast_path.py): the vocabulary of a model built from
+    scratch padded (64 on CUDA), and the attention implementation, flex_attention for MAE-LM on CUDA, which trains
+    without attention dropout."""
+    multiple = vocab_multiple(device, args.pad_vocab_to_multiple_of)
+    if multiple > 1 and not args.starting_checkpoint:
+        # mean_resizing off: the model is new, its new rows are initialised as the others were.
+        model.resize_token_embeddings(pad_to_multiple_of=multiple, mean_resizing=False)
+    choice = choose_attention(
+        args.method,
+        device,
+        args.attn_implementation,
+        flex_attention_dropout(model),
+        attention_dropout_given(args.config_overrides),
+    )
+    if choice.message:
+        logger.warning(choice.message)
+    if choice.without_attention_dropout:
+        drop_attention_dropout(model)
+    set_attn_implementation(model, choice.implementation)
 
 
 def prefer_aten_random_numbers(training_args: TrainingArguments) -> None:
@@ -188,6 +229,9 @@ def build_trainer(
             "--fp16 has no effect on CPU (accelerate runs such a run in fp32 without a word); use --bf16, which CPUs "
             "autocast, or drop --fp16."
         )
+    device = this_device(use_cpu=training_args.device.type != "cuda")
+    if args.fp8:
+        check_fp8_run(device, training_args)
     prefer_aten_random_numbers(training_args)
     if training_args.device.type == "cpu":  # nothing to pin memory for: torch would warn at every dataloader
         training_args.dataloader_pin_memory = False
@@ -204,7 +248,7 @@ def build_trainer(
     data = training_data(recipe, args, training_args)
     tokenizer, validation_documents = data.tokenizer, data.validation_documents
     model = recipe.build_model(args, tokenizer)
-    set_attn_implementation(model, args.attn_implementation)
+    fit_model_to_device(model, args, device)
     check_mask_token(model, tokenizer)
     check_pad_token(recipe.encoder(model), tokenizer)
     if getattr(model.config, "pad_token_id", None) is None:  # TaCL's: else Trainer sets it, with a warning
@@ -295,24 +339,48 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
     return PretrainResult(trainer, output_dir, encoder_dir, plots)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = HfArgumentParser((PretrainArguments, TrainingArguments), prog="hf-encoders pretrain")
-    argv = sys.argv[1:] if argv is None else argv
+def pretrain_parser(add_help: bool = True) -> HfArgumentParser:
+    parser = HfArgumentParser((PretrainArguments, TrainingArguments), prog="hf-encoders pretrain", add_help=add_help)
+    for action in parser._actions:  # argparse keeps no public table of its options
+        action.help = TRAINER_OPTION_HELP.get(action.dest, action.help)
+    return parser
+
+
+def given_options(argv: list[str]) -> dict:
+    """The options `argv` gives, with their values, as the pretrain parser reads them (abbreviations, `--flag=value`,
+    a bare boolean flag), and nothing else: parsed with every default suppressed."""
+    parser = pretrain_parser(add_help=False)
+    for action in parser._actions:
+        action.default, action.required = argparse.SUPPRESS, False
+    given, _ = parser.parse_known_args(argv)
+    return vars(given)
+
+
+def parse_arguments(argv: list[str], device: Device | None = None) -> tuple[PretrainArguments, TrainingArguments]:
+    """The command line (or one JSON file of options), with the fast settings of `device` (default: the one the run
+    trains on) as the defaults of the options it leaves out (training/fast_path.py)."""
+    parser = pretrain_parser()
     if any(argument == "--init" or argument.startswith("--init=") for argument in argv):
         parser.error(
             "--init was split in two: --model_name_or_path (a checkpoint to continue, e.g. the encoder TaCL "
             "continues) and --from_causal_lm (biphasic: a causal LM to convert)."
         )
-    for action in parser._actions:  # argparse keeps no public table of its options
-        action.help = TRAINER_OPTION_HELP.get(action.dest, action.help)
-    if len(argv) == 1 and argv[0].endswith(".json"):
-        given_output_dir = "output_dir" in json.loads(Path(argv[0]).read_text())
-        args, training_args = parser.parse_json_file(argv[0])
-    else:
-        given_output_dir = any(argument.split("=")[0] in ("--output_dir", "--output-dir") for argument in argv)
-        args, training_args = parser.parse_args_into_dataclasses(argv)
-    if not given_output_dir:  # Trainer would pick ./trainer_output without a word
+    from_json = len(argv) == 1 and argv[0].endswith(".json")
+    given = json.loads(Path(argv[0]).read_text()) if from_json else given_options(argv)
+    if "output_dir" not in given:  # Trainer would pick ./trainer_output without a word
         parser.error("--output_dir is required: the folder the model, its card and its plots are written to.")
+    device = device or this_device(use_cpu=given.get("use_cpu", False))
+    if given.get("fp8"):
+        enable_fp8(device, given)
+    defaults = training_defaults(device, fp8=given.get("fp8", False))
+    if from_json:
+        return parser.parse_dict({**defaults, **given})
+    parser.set_defaults(**defaults)
+    return parser.parse_args_into_dataclasses(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, training_args = parse_arguments(sys.argv[1:] if argv is None else argv)
     result = pretrain(args, training_args)
     if result.trainer.is_world_process_zero():
         print(result.summary())

@@ -44,6 +44,7 @@ COMMON_OPTIONS = (
     "preprocessing_num_workers",
     "tokenized_dir",
     "skip_bad_rows",
+    "fp8",
 )
 
 
@@ -61,7 +62,13 @@ def options_set(args: PretrainArguments) -> list[str]:
 class Recipe:
     # The PretrainArguments fields the method reads; `pretrain` refuses any other the user sets, with the reason
     # (`unread_options`), as transformers' run_mlm.py refuses options that would be ignored.
-    options: tuple[str, ...] = (*COMMON_OPTIONS, "vocab_size", "model_size", "config_overrides")
+    options: tuple[str, ...] = (
+        *COMMON_OPTIONS,
+        "vocab_size",
+        "model_size",
+        "config_overrides",
+        "pad_vocab_to_multiple_of",
+    )
     # The config class --config_overrides shape (None: the method takes none).
     config_class: type[PreTrainedConfig] | None = None
     # The pipeline tag the output folder's model card declares.
@@ -146,6 +153,11 @@ class Recipe:
                 "model_size",
                 f"--model_size sizes a model built from scratch, but {title} continues {start}, whose size is "
                 f"saved with it. Drop --model_size (or {start_option}).",
+            )
+            unread.setdefault(
+                "pad_vocab_to_multiple_of",
+                f"--pad_vocab_to_multiple_of pads the vocabulary of a model built from scratch, but {title} continues "
+                f"{start}, whose vocabulary is saved with it. Drop --pad_vocab_to_multiple_of (or {start_option}).",
             )
             if not self.overrides_apply_to(start):
                 unread.setdefault(

@@ -39,6 +39,7 @@ from .loss_utils import (
 from .packed_sequences import Unpadded, check_packed_positions, document_index, worth_unpadding
 from .relative_attention import (
     RelativeBias,
+    cudnn_nan_free_sdpa,
     flex_attention_unavailable,
     flex_relative_attention,
     query_blocks_attention,
@@ -130,16 +131,18 @@ class MaeLmAttention(nn.Module):
         )
         if unpadded is not None:
             attention_interface = partial(unpadded.attend, attention_interface)
-        output, weights = attention_interface(
-            self,
-            query,
-            key,
-            value,
-            attention_mask,
-            scaling=self.scaling,
-            dropout=self.dropout if self.training else 0.0,
-            **kwargs,
-        )
+        dense_mask = isinstance(attention_mask, torch.Tensor)  # (rows, heads or 1, L, L): sdpa's or eager's
+        with cudnn_nan_free_sdpa(query, attention_mask.shape[-1] if dense_mask else 0, masked=dense_mask):
+            output, weights = attention_interface(
+                self,
+                query,
+                key,
+                value,
+                attention_mask,
+                scaling=self.scaling,
+                dropout=self.dropout if self.training else 0.0,
+                **kwargs,
+            )
         return self.o_proj(output.reshape(*hidden_states.shape[:-1], -1)), weights
 
 
@@ -335,14 +338,15 @@ class MaeLmModel(MaeLmPreTrainedModel):
         dtype: torch.dtype,
         documents: torch.Tensor | None,
     ) -> tuple[torch.Tensor | RelativeBias, Callable | None]:
-        """(mask, attention function) for every layer: the dense bias of `attention_bias` and the configured
-        implementation, or a `RelativeBias` and the function of relative_attention.py that adds it (see the class)."""
+        """(mask, attention function) for every layer, computed once per forward and shared by all of them: the dense
+        bias of `attention_bias` and the configured implementation, or a `RelativeBias` and the function of
+        relative_attention.py that adds it (see the class)."""
         implementation = self.config._attn_implementation
         length = position_ids.shape[-1]
         if implementation == "flex_attention":
             function = flex_relative_attention
         elif implementation == "sdpa" and length > self.dense_bias_max_length:
-            function = partial(query_blocks_attention, block_size=self.query_block_size)
+            function = query_blocks_attention
         else:
             return self.attention_bias(position_ids, attention_mask, dtype, documents), None
         positions = torch.arange(-(self.config.max_position_embeddings - 1), self.config.max_position_embeddings)
@@ -353,8 +357,12 @@ class MaeLmModel(MaeLmPreTrainedModel):
         )
         distance_bias = self.relative_attention_bias(buckets).T
         key_padding = None if attention_mask is None else ~attention_mask.bool()
-        saturation = self.config.relative_attention_max_distance
-        return RelativeBias(distance_bias, position_ids, key_padding, documents, saturation), function
+        bias = RelativeBias(
+            distance_bias, position_ids, key_padding, documents, self.config.relative_attention_max_distance
+        )
+        if function is query_blocks_attention:
+            bias.gather_query_blocks(self.query_block_size)
+        return bias, function
 
     def forward(
         self,

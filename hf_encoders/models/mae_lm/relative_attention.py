@@ -7,26 +7,36 @@ its gradient: at 8,192 tokens and 12 heads, 3 GiB per row and layer stack. Three
 
 - dense (today's, `MaeLmModel.attention_bias`): the whole bias as sdpa's or eager's additive mask. Fastest for
   short sequences, quadratic in memory.
-- query blocks (sdpa, long sequences): each block of `query_block_size` queries gets its (rows, heads, block, L)
-  bias gathered from the per-distance bias and runs sdpa with it; the block runs under activation checkpointing, so
-  backward recomputes the bias instead of keeping it, and memory grows linearly with L. (Buckets are constant beyond
-  `relative_attention_max_distance`, which a banded decomposition could exploit, but sdpa takes one additive mask
-  per call: the far keys would still need a materialised bias, or two kernels merged through their log-sum-exps,
-  which sdpa does not return. Query blocks need neither.)
-- flex_attention: the bias is a `score_mod` and padding and documents a `BlockMask`, so nothing of size L x L
-  exists outside the kernel. On CUDA the kernel is compiled once per process (transformers' flex integration); on
-  other devices flex_attention runs eagerly, which is correct but builds the full score matrix, and torch refuses its
-  backward on CPU. The bias table's gradient comes from the compiled backward's atomic adds: it is not
-  deterministic on GPU (run-to-run differences at rounding level).
+- query blocks (sdpa, long sequences): each block of `query_block_size` queries gets a (rows, heads, block, L)
+  bias and runs sdpa with it. What each block gathers by distance (the keys near it, see `RelativeBias.near_bias`)
+  is gathered once per forward and shared by every layer, so its backward (a scatter into the per-distance bias)
+  runs once per forward, not once per layer; the rest of the block's bias, and sdpa, run under activation
+  checkpointing, so backward rebuilds the (rows, heads, block, L) mask instead of keeping it, and memory grows
+  linearly with L. (Buckets are constant beyond `relative_attention_max_distance`, which a banded decomposition
+  could exploit further, but sdpa takes one additive mask per call: the far keys would still need a materialised
+  bias, or two kernels merged through their log-sum-exps, which sdpa does not return. Query blocks need neither.)
+- flex_attention: the bias is a `score_mod` reading the per-distance bias, and padding and documents one
+  `BlockMask`, both built once per forward and shared by every layer, so nothing of size L x L exists outside the
+  kernel and the bias's gradient accumulates into 2 * max_positions - 1 entries per head. On CUDA the kernel is
+  compiled (transformers' flex integration, or the model's own torch.compile) and runs on flex's Triton backend,
+  the one whose backward takes a gradient for a captured bias; on other devices flex_attention runs eagerly, which
+  is correct but builds the full score matrix, and torch refuses its backward on CPU. The bias's gradient comes
+  from the compiled backward's atomic adds: it is not deterministic on GPU (run-to-run differences at rounding
+  level). flex_attention has no attention dropout.
+
+On CUDA, sdpa with a mask avoids the cuDNN kernel at key lengths of 64 past a multiple of 128, where its backward
+returns NaN query gradients on torch 2.11 and later (pytorch/pytorch#196678; `cudnn_nan_free_sdpa`).
 
 This file belongs to MAE-LM's flat model folder: it imports only torch and transformers.
 """
 
+import contextlib
 from dataclasses import dataclass, field
 from functools import partial
 
 import torch
 from torch.nn import functional
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.checkpoint import checkpoint
 from transformers.utils import is_torch_greater_or_equal
 
@@ -45,9 +55,34 @@ def flex_attention_unavailable() -> str | None:
     )
 
 
+def flex_kernel_options() -> dict:
+    """flex_attention's kernel options: the Triton backend, whose backward gives the captured per-distance bias its
+    gradient (the experimental FLASH backend has no backward for a score_mod that captures a tensor). Empty on a torch
+    that predates backend selection, where Triton is the only backend."""
+    from torch.nn.attention import flex_attention
+
+    options = getattr(flex_attention, "FlexKernelOptions", None)
+    return {"BACKEND": "TRITON"} if options is not None and "BACKEND" in options.__annotations__ else {}
+
+
+# sdpa's kernels but cuDNN's, for `cudnn_nan_free_sdpa`.
+NOT_CUDNN = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
+def cudnn_nan_free_sdpa(query: torch.Tensor, key_length: int, masked: bool):
+    """A context in which sdpa with a mask cannot pick the cuDNN kernel where its backward returns NaN query
+    gradients (CUDA, key length 64 past a multiple of 128: pytorch/pytorch#196678, torch 2.11 on); a no-op
+    elsewhere, so every other call keeps sdpa's own choice."""
+    if masked and query.is_cuda and key_length % 128 == 64:
+        return sdpa_kernel(NOT_CUDNN)
+    return contextlib.nullcontext()
+
+
 @dataclass
 class RelativeBias:
-    """What every encoder layer's attention needs to add the relative bias itself, in place of a dense mask.
+    """What every encoder layer's attention needs to add the relative bias itself, in place of a dense mask. Built once
+    per forward and passed to every layer, so what it derives (the flex `score_mod` and `BlockMask`, the query blocks'
+    near biases) is derived once and shared by all of them.
 
     distance_bias: (heads, 2 * max_positions - 1), the bias of each signed distance key - query, shifted by
         max_positions - 1 (gathered once per forward from the bucket table, so the table gets its gradient through it);
@@ -56,7 +91,7 @@ class RelativeBias:
     key_padding: (rows, L) bool, True at padded keys; None without padding.
     documents: (rows, L) document index of each position (packed rows); None for one document per row.
     saturation: a distance from which every bucket is the last of its direction (`relative_attention_max_distance`);
-        query blocks gather the bias only for keys nearer than that (see `block_bias`).
+        query blocks gather the bias only for keys nearer than that (see `near_bias`).
     """
 
     distance_bias: torch.Tensor | None
@@ -64,7 +99,11 @@ class RelativeBias:
     key_padding: torch.Tensor | None
     documents: torch.Tensor | None
     saturation: int | None = None
+    # Set by `gather_query_blocks`: the query blocks' size and each block's `near_bias`.
+    query_block_size: int | None = field(default=None, init=False)
+    near_biases: list[torch.Tensor] = field(default_factory=list, init=False, repr=False)
     _block_mask: object = field(default=None, init=False, repr=False)
+    _score_mod: object = field(default=None, init=False, repr=False)
 
     @property
     def offset(self) -> int:
@@ -94,33 +133,61 @@ class RelativeBias:
             )
         return self._block_mask
 
-    def blocked(self, queries: slice) -> torch.Tensor | None:
-        """(rows, 1, block, L) bool, True where a query of the block may not see a key; None when all may."""
-        blocked = None if self.key_padding is None else self.key_padding[:, None, None, :]
-        if self.documents is not None:
-            elsewhere = self.documents[:, None, queries, None] != self.documents[:, None, None, :]
-            blocked = elsewhere if blocked is None else blocked | elsewhere
-        return blocked
+    def score_mod(self, rows: int):
+        """FlexAttention's `score_mod`: each score plus the bias of its signed distance in positions (None without a
+        bias). The same function for every layer: it reads `distance_bias`, whose gradient the kernel accumulates."""
+        if self.distance_bias is None:
+            return None
+        if self._score_mod is None:
+            positions, distance_bias, offset = self.positions.expand(rows, -1), self.distance_bias, self.offset
 
-    def block_bias(self, queries: slice, dtype: torch.dtype) -> torch.Tensor:
-        """(rows, heads, block, L) additive mask for one block of queries, as `MaeLmModel.attention_bias` builds it
-        for all of them.
+            def add_relative_bias(score, row, head, query_index, key_index):
+                distance = positions[row, key_index] - positions[row, query_index] + offset
+                return score + distance_bias[head, distance].to(score.dtype)
 
-        Only keys within `saturation` indices of the block are gathered by distance: positions rise by at least one
-        per index inside a document (compacted ones too), so a key farther away in index is at least that far in
-        position, where its bucket is the last of its direction; keys of other documents and padding are blocked
-        anyway. The rest of the row is that last bucket's bias, on each side, which is cheaper to fill and to
-        back-propagate (a sum) than a gather."""
+            self._score_mod = add_relative_bias
+        return self._score_mod
+
+    def near_keys(self, queries: slice) -> slice:
+        """The keys within `saturation` indices of a block of queries: the only ones whose bias depends on their
+        distance. Positions rise by at least one per index inside a document (compacted ones too), so a key farther
+        away in index is at least that far in position, where its bucket is the last of its direction; keys of other
+        documents and padding are blocked anyway."""
         length = self.positions.shape[-1]
-        near = slice(max(0, queries.start - self.saturation), min(length, queries.stop + self.saturation))
+        return slice(max(0, queries.start - self.saturation), min(length, queries.stop + self.saturation))
+
+    def near_bias(self, queries: slice) -> torch.Tensor:
+        """(rows, heads, block, near keys) bias of a block of queries for its `near_keys`, gathered by distance."""
+        near = self.near_keys(queries)
         distance = self.positions[:, None, near] - self.positions[:, queries, None] + self.offset
-        bias = self.distance_bias[:, distance].transpose(0, 1)
-        rows, heads, block, _ = bias.shape
+        return self.distance_bias[:, distance].transpose(0, 1)
+
+    def query_blocks(self) -> list[slice]:
+        length = self.positions.shape[-1]
+        size = self.query_block_size
+        return [slice(start, min(start + size, length)) for start in range(0, length, size)]
+
+    def gather_query_blocks(self, block_size: int) -> "RelativeBias":
+        """Gather every block's `near_bias` now, before the layers (outside any layer's activation checkpointing),
+        for `query_blocks_attention` in every layer: their backward, a scatter into `distance_bias`, then runs once
+        per forward instead of once per layer."""
+        self.query_block_size = block_size
+        self.near_biases = [self.near_bias(queries) for queries in self.query_blocks()]
+        return self
+
+    def block_bias(self, queries: slice, near_bias: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """(rows, heads, block, L) additive mask for one block of queries, as `MaeLmModel.attention_bias` builds it for
+        all of them: `near_bias` (this block's `near_bias`) for the near keys, the last bucket's bias of each
+        direction for the rest of the row (cheaper to fill and to back-propagate, a sum, than a gather), and padding
+        and other documents blocked."""
+        length = self.positions.shape[-1]
+        near = self.near_keys(queries)
+        rows, heads, block, _ = near_bias.shape
         farthest_before, farthest_after = self.distance_bias[:, 0], self.distance_bias[:, -1]
         bias = torch.cat(
             [
                 farthest_before[None, :, None, None].expand(rows, heads, block, near.start),
-                bias,
+                near_bias,
                 farthest_after[None, :, None, None].expand(rows, heads, block, length - near.stop),
             ],
             dim=-1,
@@ -128,6 +195,14 @@ class RelativeBias:
         blocked = self.blocked(queries)
         # masked_fill (not +) so a row whose keys are all blocked stays finite, as in the dense path.
         return bias if blocked is None else bias.masked_fill(blocked, torch.finfo(dtype).min)
+
+    def blocked(self, queries: slice) -> torch.Tensor | None:
+        """(rows, 1, block, L) bool, True where a query of the block may not see a key; None when all may."""
+        blocked = None if self.key_padding is None else self.key_padding[:, None, None, :]
+        if self.documents is not None:
+            elsewhere = self.documents[:, None, queries, None] != self.documents[:, None, None, :]
+            blocked = elsewhere if blocked is None else blocked | elsewhere
+        return blocked
 
 
 def query_blocks_attention(
@@ -138,35 +213,35 @@ def query_blocks_attention(
     attention_mask: RelativeBias,
     scaling: float,
     dropout: float = 0.0,
-    block_size: int = 512,
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
-    """An attention interface function: sdpa over blocks of queries, each with its bias recomputed in backward.
-    Returns (rows, L, heads, head_dim) and no weights. Checkpointing restores the random state, so attention dropout
-    drops the same weights when a block is recomputed."""
+    """An attention interface function: sdpa over the blocks of queries of `attention_mask` (`gather_query_blocks`),
+    each block's (rows, heads, block, L) bias built from the near bias every layer shares, and rebuilt in backward
+    rather than kept. Returns (rows, L, heads, head_dim) and no weights. Checkpointing restores the random state, so
+    attention dropout drops the same weights when a block is recomputed."""
+    bias = attention_mask
 
-    def attend_block(block_query, key, value, distance_bias, queries):
-        bias = RelativeBias(distance_bias, *fields).block_bias(queries, block_query.dtype)
-        return functional.scaled_dot_product_attention(
-            block_query, key, value, attn_mask=bias, dropout_p=dropout, scale=scaling
-        )
-
-    fields = (attention_mask.positions, attention_mask.key_padding, attention_mask.documents, attention_mask.saturation)
-    length = query.shape[-2]
-    outputs = []
-    for start in range(0, length, block_size):
-        queries = slice(start, min(start + block_size, length))
-        outputs.append(
-            checkpoint(
-                attend_block,
-                query[:, :, queries],
-                key,
-                value,
-                attention_mask.distance_bias,
-                queries,
-                use_reentrant=False,
+    def attend_block(block_query, key, value, near_bias, distance_bias, queries):
+        block = RelativeBias(distance_bias, *fields).block_bias(queries, near_bias, block_query.dtype)
+        with cudnn_nan_free_sdpa(block_query, key.shape[-2], masked=True):
+            return functional.scaled_dot_product_attention(
+                block_query, key, value, attn_mask=block, dropout_p=dropout, scale=scaling
             )
+
+    fields = (bias.positions, bias.key_padding, bias.documents, bias.saturation)
+    outputs = [
+        checkpoint(
+            attend_block,
+            query[:, :, queries],
+            key,
+            value,
+            near_bias,
+            bias.distance_bias,
+            queries,
+            use_reentrant=False,
         )
+        for queries, near_bias in zip(bias.query_blocks(), bias.near_biases, strict=True)
+    ]
     return torch.cat(outputs, dim=2).transpose(1, 2).contiguous(), None
 
 
@@ -191,23 +266,19 @@ def flex_relative_attention(
         )
     rows, _, length, _ = query.shape
     bias = attention_mask
-    positions = bias.positions.expand(rows, -1)
-
-    def score_mod(score, row, head, query_index, key_index):
-        distance = positions[row, key_index] - positions[row, query_index] + bias.offset
-        return score + bias.distance_bias[head, distance].to(score.dtype)
-
-    on_cuda = query.device.type == "cuda"
-    if on_cuda:
+    kernel = {}
+    if query.device.type == "cuda":
         from transformers.integrations.flex_attention import compile_friendly_flex_attention
 
         flex_attention = partial(compile_friendly_flex_attention, training=module.training)
+        kernel = {"kernel_options": flex_kernel_options()}
     output = flex_attention(
         query,
         key,
         value,
-        score_mod=None if bias.distance_bias is None else score_mod,
+        score_mod=bias.score_mod(rows),
         block_mask=bias.block_mask(rows, length, query.device),
         scale=scaling,
+        **kernel,
     )
     return output.transpose(1, 2).contiguous(), None
