@@ -10,6 +10,10 @@ saved-tensor hooks; each storage once, weights excluded). Targets (issue 28), fo
 (BERT for TaCL and MAE-LM, EuroBERT for biphasic). ModernBERT (alternating global and 128-token local attention) is
 the long-context reference. Attention dropout is 0 for every model (as ModernBERT and EuroBERT train): on CPU, sdpa
 with dropout falls back to the math kernel, which keeps every L x L probability matrix for backward.
+
+On CUDA, "MAE-LM flex_attention" is MAE-LM on the kernel `hf-encoders pretrain` takes there (the relative bias as a
+score_mod, compiled); "MAE-LM" stays on sdpa (a dense bias up to 1,024 tokens, query blocks beyond). flex_attention
+has no backward on CPU, so the row is left out there.
 """
 
 import argparse
@@ -17,7 +21,7 @@ import statistics
 import sys
 
 import torch
-from run import MASK_ID, PAD_ID, TimedStep, masked_batch, sentence_pair_batch
+from run import MASK_ID, PAD_ID, TimedStep, built_on, masked_batch, sentence_pair_batch
 from transformers import (
     BertConfig,
     BertForMaskedLM,
@@ -36,7 +40,13 @@ from hf_encoders import (
     TaclForPreTraining,
 )
 
-ANCHOR_OF = {"TaCL": "BertForMaskedLM", "MAE-LM": "BertForMaskedLM", "biphasic MLM": "EuroBertForMaskedLM"}
+FLEX_MAE_LM = "MAE-LM flex_attention"
+ANCHOR_OF = {
+    "TaCL": "BertForMaskedLM",
+    "MAE-LM": "BertForMaskedLM",
+    FLEX_MAE_LM: "BertForMaskedLM",
+    "biphasic MLM": "EuroBertForMaskedLM",
+}
 
 
 def models(settings) -> dict[str, tuple]:
@@ -66,6 +76,10 @@ def models(settings) -> dict[str, tuple]:
         **shape,
     )
     mlm_batch = lambda batch_settings: masked_batch(batch_settings, settings.vocab, 0.15)  # noqa: E731
+    mae_lm = dict(mask_token_id=MASK_ID, decoder_num_hidden_layers=max(1, settings.layers // 3), **bert)
+    flex = {
+        FLEX_MAE_LM: (lambda: MaeLmForMaskedLM(MaeLmConfig(**mae_lm, attn_implementation="flex_attention")), mlm_batch)
+    }
     return {
         "BertForMaskedLM": (lambda: BertForMaskedLM(BertConfig(**bert)), mlm_batch),
         "EuroBertForMaskedLM": (lambda: EuroBertForMaskedLM(EuroBertConfig(**llama)), mlm_batch),
@@ -89,12 +103,8 @@ def models(settings) -> dict[str, tuple]:
             lambda: TaclForPreTraining(TaclConfig(student_config=BertConfig(**bert).to_dict())),
             lambda batch_settings: sentence_pair_batch(batch_settings, settings.vocab),
         ),
-        "MAE-LM": (
-            lambda: MaeLmForMaskedLM(
-                MaeLmConfig(mask_token_id=MASK_ID, decoder_num_hidden_layers=max(1, settings.layers // 3), **bert)
-            ),
-            mlm_batch,
-        ),
+        "MAE-LM": (lambda: MaeLmForMaskedLM(MaeLmConfig(**mae_lm)), mlm_batch),
+        **(flex if settings.device == "cuda" or FLEX_MAE_LM in (settings.only or "") else {}),
         "biphasic MLM": (lambda: BiphasicEncoderForPreTraining(BiphasicConfig(**llama)), mlm_batch),
     }
 
@@ -107,7 +117,7 @@ def measure(chosen: dict, settings, length: int) -> dict[str, tuple[float, float
     steps = {}
     for name, (build, batch) in chosen.items():
         torch.manual_seed(0)
-        steps[name] = TimedStep(build(), batch(batch_settings), settings)
+        steps[name] = TimedStep(built_on(settings.device, build), batch(batch_settings), settings)
         steps[name]()  # warm-up: allocator, kernels, AdamW state
     times = {name: [] for name in steps}
     for _ in range(settings.repeats):
@@ -121,7 +131,7 @@ def measure(chosen: dict, settings, length: int) -> dict[str, tuple[float, float
     return cells
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--hidden", type=int, default=256)
@@ -131,12 +141,19 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    parser.add_argument("--only", help="comma-separated model names (default: all)")
-    settings = parser.parse_args()
+    parser.add_argument(
+        "--only", help=f"comma-separated model names (default: all), e.g. BertForMaskedLM,{FLEX_MAE_LM}"
+    )
+    parser.add_argument("--list", action="store_true", help="print the models and lengths this command would time")
+    settings = parser.parse_args(argv)
     settings.lengths = [int(length) for length in settings.lengths.split(",")]
     chosen = models(settings)
     if settings.only:
         chosen = {name: chosen[name] for name in settings.only.split(",")}
+    if settings.list:
+        lengths = ", ".join(f"{length:,}" for length in settings.lengths)
+        print("\n".join(f"    {name} at {lengths} tokens" for name in chosen))
+        return
     first, last = settings.lengths[0], settings.lengths[-1]
     print(
         f"{settings.layers} layers x {settings.hidden}, {settings.tokens:,} tokens a step, vocabulary "

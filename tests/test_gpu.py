@@ -8,7 +8,9 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from hf_encoders import BiphasicEncoder, MaeLmForMaskedLM, MaeLmModel
+from hf_encoders.models.mae_lm.relative_attention import cudnn_nan_free_sdpa
 from tests.test_compile import FORWARDS, assert_step_compiles_at_most_twice
+from tests.test_long_context import CONFIG, packed_padded_batch, step, use_path
 from tests.test_packed_documents import documents, packed
 from tests.tiny_models import MASK_TOKEN_ID, tiny_biphasic_config, tiny_mae_lm_config
 
@@ -103,3 +105,62 @@ def test_changing_mask_counts_compile_the_step_at_most_twice_on_cuda(name):
     """tests/test_compile.py's bound, with inductor's CUDA graphs counted."""
     build, batch = FORWARDS[name]
     assert_step_compiles_at_most_twice(build().cuda(), batch, on_cuda)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["flex compiled alone", "whole model compiled"])
+def test_mae_lm_flex_training_step_equals_the_dense_eager_bias_on_cuda(compiled):
+    """MAE-LM's CUDA default path, in fp32 on a batch with padding, packed documents, compaction and δ: the same loss and
+    encoder states (rtol and atol 1e-4) and every gradient (rtol 1e-3, atol 1e-4: the bias table's gradient comes from
+    the kernel's atomic adds) as eager attention with the whole dense bias; then the same loss after an AdamW step."""
+    torch.manual_seed(0)
+    base = MaeLmForMaskedLM(tiny_mae_lm_config(**CONFIG, **WIDE_HEADS[MaeLmModel])).cuda()
+    batch = on_cuda(packed_padded_batch())
+    results = []
+    for path in ("dense eager", "flex"):
+        model = use_path(copy.deepcopy(base), path).train()
+        run = torch.compile(model) if compiled and path == "flex" else model
+        loss, states, gradients = step(run, batch)
+        torch.optim.AdamW(model.parameters(), lr=1e-3).step()
+        results.append((loss, states, gradients, run(**batch).loss.detach()))
+    (loss, states, gradients, after), (flex_loss, flex_states, flex_gradients, flex_after) = results
+    torch.testing.assert_close(flex_loss, loss, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(flex_states, states, rtol=1e-4, atol=1e-4)
+    assert flex_gradients.keys() == gradients.keys()
+    for name, gradient in gradients.items():
+        torch.testing.assert_close(flex_gradients[name], gradient, rtol=1e-3, atol=1e-4, msg=name)
+    torch.testing.assert_close(flex_after, after, rtol=1e-3, atol=1e-3)
+
+
+def test_mae_lm_flex_bf16_compiled_step_stays_near_fp32_eager_on_cuda():
+    """The pretrain default on CUDA (bf16 autocast, compiled, flex): loss and bias-table gradient within bf16's
+    rounding (2e-2) of the fp32 dense eager step."""
+    torch.manual_seed(0)
+    base = MaeLmForMaskedLM(tiny_mae_lm_config(**CONFIG, **WIDE_HEADS[MaeLmModel])).cuda()
+    batch = on_cuda(packed_padded_batch())
+    loss, _, gradients = step(use_path(copy.deepcopy(base), "dense eager").train(), batch)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        half_loss, _, half_gradients = step(torch.compile(use_path(copy.deepcopy(base), "flex").train()), batch)
+    name = "mae_lm.relative_attention_bias.weight"
+    torch.testing.assert_close(half_loss.float(), loss, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(half_gradients[name].float(), gradients[name], rtol=2e-2, atol=2e-2)
+
+
+def test_sdpa_with_a_mask_is_kept_off_cudnn_where_its_backward_returns_nan():
+    """pytorch/pytorch#196678's reproduction (L mod 128 = 64, a mask, every row's logsumexp below -88.7) inside the
+    guard MAE-LM's sdpa calls run in: finite query gradients equal to the efficient kernel's."""
+    torch.manual_seed(0)
+    length, width = 704, 64
+    query = torch.randn(1, 1, length, width, device="cuda", dtype=torch.bfloat16) * 0.1
+    key = torch.randn(1, 1, length, width, device="cuda", dtype=torch.bfloat16) * 0.1
+    value = torch.randn(1, 1, length, width, device="cuda", dtype=torch.bfloat16)
+    query[..., 0], key[..., 0] = 1.0, -120 * width**0.5
+    mask = torch.ones(length, length, dtype=torch.bool, device="cuda").tril()[None, None]
+    gradients = []
+    for guard in (cudnn_nan_free_sdpa(query, length, masked=True), sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION)):
+        inputs = [tensor.clone().requires_grad_() for tensor in (query, key, value)]
+        with guard:
+            output = torch.nn.functional.scaled_dot_product_attention(*inputs, attn_mask=mask)
+        output.backward(torch.ones_like(output))
+        gradients.append(inputs[0].grad)
+    assert torch.isfinite(gradients[0]).all()
+    torch.testing.assert_close(gradients[0], gradients[1])

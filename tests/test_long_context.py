@@ -124,6 +124,43 @@ def test_query_blocks_keep_nothing_the_size_of_the_bias_for_backward():
     assert largest_saved_tensor(use_path(model, "query blocks"), batch) < length * length
 
 
+def test_query_blocks_gather_each_blocks_bias_once_per_forward_for_every_layer(monkeypatch):
+    """The near bias of each block is gathered once, before the layers, and its scatter back into the per-distance
+    bias runs once in backward: before, every layer gathered it again, and again when its block was recomputed."""
+    gathered = []
+    near_bias = relative_attention.RelativeBias.near_bias
+    monkeypatch.setattr(
+        relative_attention.RelativeBias,
+        "near_bias",
+        lambda self, queries: gathered.append(queries) or near_bias(self, queries),
+    )
+    torch.manual_seed(0)
+    model = use_path(MaeLmForMaskedLM(tiny_mae_lm_config(**CONFIG, num_hidden_layers=3)), "query blocks").train()
+    batch = packed_padded_batch()
+    model(**batch).loss.backward()
+    blocks = -(-int((batch["input_ids"] != MASK_TOKEN_ID).sum(-1).max()) // 7)  # the compacted rows' blocks of 7
+    assert len(gathered) == blocks
+
+
+def test_flex_attention_gives_every_layer_the_same_score_mod_and_block_mask(monkeypatch):
+    """One `score_mod` and one `BlockMask` per forward (of the encoder; the decoder has its own mask)."""
+    calls = []
+    flex = torch_flex.flex_attention
+
+    def recording_flex(*args, score_mod=None, block_mask=None, **kwargs):
+        calls.append((score_mod, block_mask))
+        return flex(*args, score_mod=score_mod, block_mask=block_mask, **kwargs)
+
+    monkeypatch.setattr(torch_flex, "flex_attention", recording_flex)
+    model = use_path(MaeLmForMaskedLM(tiny_mae_lm_config(**CONFIG, num_hidden_layers=3)), "flex").eval()
+    with torch.no_grad():
+        model(**packed_padded_batch())
+    encoder = calls[: model.config.num_hidden_layers]
+    assert len(calls) == model.config.num_hidden_layers + model.config.decoder_num_hidden_layers
+    assert all(score_mod is encoder[0][0] and mask is encoder[0][1] for score_mod, mask in encoder)
+    assert encoder[0][0] is not None and encoder[0][1] is not None
+
+
 def test_flex_attention_refuses_attention_dropout_in_training():
     model = use_path(MaeLmForMaskedLM(tiny_mae_lm_config(attention_probs_dropout_prob=0.1)), "flex").train()
     batch = packed_padded_batch()

@@ -362,6 +362,8 @@ class MaeLmModel(MaeLmPreTrainedModel):
         )
         if function is query_blocks_attention:
             bias.gather_query_blocks(self.query_block_size)
+        else:
+            bias.prepare_flex()
         return bias, function
 
     def forward(
@@ -462,7 +464,7 @@ class MaeLmDecoder(nn.Module):
         attention_function = None
         if self.config._attn_implementation == "flex_attention":
             # The encoder's flex function without a bias: eager on CPU, where transformers' would compile.
-            mask = RelativeBias(None, position_ids, ~attention_mask.bool(), document_ids)
+            mask = RelativeBias(None, position_ids, ~attention_mask.bool(), document_ids).prepare_flex()
             attention_function = flex_relative_attention
         else:
             mask = create_bidirectional_mask(

@@ -109,8 +109,8 @@ class RelativeBias:
     def offset(self) -> int:
         return (self.distance_bias.shape[-1] - 1) // 2
 
-    def block_mask(self, rows: int, length: int, device: torch.device):
-        """FlexAttention's `BlockMask` for padding and documents, built by the first layer and reused by the others;
+    def block_mask(self):
+        """FlexAttention's `BlockMask` for padding and documents, built once (`prepare_flex`) and reused by every layer;
         None when every query may see every key."""
         if self.key_padding is None and self.documents is None:
             return None
@@ -118,6 +118,7 @@ class RelativeBias:
             from torch.nn.attention.flex_attention import create_block_mask
 
             key_padding, documents = self.key_padding, self.documents
+            rows, length = (key_padding if key_padding is not None else documents).shape
 
             def mask_mod(row, head, query_index, key_index):
                 allowed = query_index >= 0  # True, shaped as the indices
@@ -128,25 +129,41 @@ class RelativeBias:
                 return allowed
 
             # Compiled on CUDA (the lean path); elsewhere eagerly, where compiling costs more than it saves.
+            device = self.positions.device
             self._block_mask = create_block_mask(
                 mask_mod, rows, None, length, length, device=device, _compile=device.type == "cuda"
             )
         return self._block_mask
 
-    def score_mod(self, rows: int):
-        """FlexAttention's `score_mod`: each score plus the bias of its signed distance in positions (None without a
-        bias). The same function for every layer: it reads `distance_bias`, whose gradient the kernel accumulates."""
+    def score_mod(self):
+        """FlexAttention's `score_mod`, built once (`prepare_flex`): each score plus the bias of its signed distance in
+        positions (None without a bias). It reads `distance_bias`, whose gradient the kernel accumulates."""
         if self.distance_bias is None:
             return None
         if self._score_mod is None:
-            positions, distance_bias, offset = self.positions.expand(rows, -1), self.distance_bias, self.offset
+            positions, distance_bias, offset = self.positions, self.distance_bias, self.offset
+            if positions.shape[0] == 1:  # every row has the same positions
+                shared = positions[0]
 
-            def add_relative_bias(score, row, head, query_index, key_index):
-                distance = positions[row, key_index] - positions[row, query_index] + offset
-                return score + distance_bias[head, distance].to(score.dtype)
+                def add_relative_bias(score, row, head, query_index, key_index):
+                    distance = shared[key_index] - shared[query_index] + offset
+                    return score + distance_bias[head, distance].to(score.dtype)
+
+            else:
+
+                def add_relative_bias(score, row, head, query_index, key_index):
+                    distance = positions[row, key_index] - positions[row, query_index] + offset
+                    return score + distance_bias[head, distance].to(score.dtype)
 
             self._score_mod = add_relative_bias
         return self._score_mod
+
+    def prepare_flex(self) -> "RelativeBias":
+        """Build the `score_mod` and the `BlockMask` now, before the layers: every layer reads the same ones, and a
+        layer compiled on its own (regional compilation) sees them built, so one compiled layer serves all."""
+        self.score_mod()
+        self.block_mask()
+        return self
 
     def near_keys(self, queries: slice) -> slice:
         """The keys within `saturation` indices of a block of queries: the only ones whose bias depends on their
@@ -264,7 +281,6 @@ def flex_relative_attention(
             "FlexAttention has no attention dropout: build the model with attention_probs_dropout_prob=0.0 to train "
             "with attn_implementation='flex_attention', or use 'sdpa'."
         )
-    rows, _, length, _ = query.shape
     bias = attention_mask
     kernel = {}
     if query.device.type == "cuda":
@@ -276,8 +292,8 @@ def flex_relative_attention(
         query,
         key,
         value,
-        score_mod=bias.score_mod(rows),
-        block_mask=bias.block_mask(rows, length, query.device),
+        score_mod=bias.score_mod(),
+        block_mask=bias.block_mask(),
         scale=scaling,
         **kernel,
     )
