@@ -365,6 +365,8 @@ def parse_arguments(argv: list[str], device: Device | None = None) -> tuple[Pret
             "--init was split in two: --model_name_or_path (a checkpoint to continue, e.g. the encoder TaCL "
             "continues) and --from_causal_lm (biphasic: a causal LM to convert)."
         )
+    if any(argument in ("-h", "--help") for argument in argv):
+        parser.parse_args(argv)  # prints the help and exits
     from_json = len(argv) == 1 and argv[0].endswith(".json")
     given = json.loads(Path(argv[0]).read_text()) if from_json else given_options(argv)
     if "output_dir" not in given:  # Trainer would pick ./trainer_output without a word
