@@ -22,6 +22,13 @@ def on_cuda(batch: dict) -> dict:
     return {key: value.cuda() if isinstance(value, torch.Tensor) else value for key, value in batch.items()}
 
 
+def assert_relatively_close(actual: torch.Tensor, expected: torch.Tensor, tolerance: float, name: str = "") -> None:
+    """||actual - expected|| / ||expected|| within `tolerance`: a gradient as small as the tiny models' bias-table one
+    (entries near 1e-5) passes any absolute tolerance, wrong or right."""
+    error = (actual.float() - expected.float()).norm() / expected.float().norm()
+    assert expected.norm() > 0 and error <= tolerance, f"{name}: relative error {error:.2e} > {tolerance}"
+
+
 @pytest.mark.parametrize("name", FORWARDS)
 def test_bf16_autocast_losses_stay_near_fp32(name):
     build, batch = FORWARDS[name]
@@ -97,7 +104,7 @@ def test_mae_lm_flex_attention_trains_as_sdpa_on_cuda():
         losses.append(loss.detach())
         gradients.append(model.mae_lm.relative_attention_bias.weight.grad)
     torch.testing.assert_close(losses[1], losses[0], rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(gradients[1], gradients[0], rtol=1e-3, atol=1e-4)
+    assert_relatively_close(gradients[1], gradients[0], 1e-3)
 
 
 @pytest.mark.parametrize("name", FORWARDS)
@@ -110,8 +117,9 @@ def test_changing_mask_counts_compile_the_step_at_most_twice_on_cuda(name):
 @pytest.mark.parametrize("compiled", [False, True], ids=["flex compiled alone", "whole model compiled"])
 def test_mae_lm_flex_training_step_equals_the_dense_eager_bias_on_cuda(compiled):
     """MAE-LM's CUDA default path, in fp32 on a batch with padding, packed documents, compaction and δ: the same loss and
-    encoder states (rtol and atol 1e-4) and every gradient (rtol 1e-3, atol 1e-4: the bias table's gradient comes from
-    the kernel's atomic adds) as eager attention with the whole dense bias; then the same loss after an AdamW step."""
+    encoder states (rtol and atol 1e-4) and every gradient (within 1e-3 of its norm: the bias table's gradient comes
+    from the kernel's atomic adds) as eager attention with the whole dense bias; then the same loss after an AdamW
+    step (1e-3)."""
     torch.manual_seed(0)
     base = MaeLmForMaskedLM(tiny_mae_lm_config(**CONFIG, **WIDE_HEADS[MaeLmModel])).cuda()
     batch = on_cuda(packed_padded_batch())
@@ -127,13 +135,13 @@ def test_mae_lm_flex_training_step_equals_the_dense_eager_bias_on_cuda(compiled)
     torch.testing.assert_close(flex_states, states, rtol=1e-4, atol=1e-4)
     assert flex_gradients.keys() == gradients.keys()
     for name, gradient in gradients.items():
-        torch.testing.assert_close(flex_gradients[name], gradient, rtol=1e-3, atol=1e-4, msg=name)
+        assert_relatively_close(flex_gradients[name], gradient, 1e-3, name)
     torch.testing.assert_close(flex_after, after, rtol=1e-3, atol=1e-3)
 
 
 def test_mae_lm_flex_bf16_compiled_step_stays_near_fp32_eager_on_cuda():
-    """The pretrain default on CUDA (bf16 autocast, compiled, flex): loss and bias-table gradient within bf16's
-    rounding (2e-2) of the fp32 dense eager step."""
+    """The pretrain default on CUDA (bf16 autocast, compiled, flex): the loss within bf16's rounding (2e-2) of the fp32
+    dense eager step, the bias table's gradient within 5e-2 of its norm (a bias left out would be 1 off)."""
     torch.manual_seed(0)
     base = MaeLmForMaskedLM(tiny_mae_lm_config(**CONFIG, **WIDE_HEADS[MaeLmModel])).cuda()
     batch = on_cuda(packed_padded_batch())
@@ -142,7 +150,7 @@ def test_mae_lm_flex_bf16_compiled_step_stays_near_fp32_eager_on_cuda():
         half_loss, _, half_gradients = step(torch.compile(use_path(copy.deepcopy(base), "flex").train()), batch)
     name = "mae_lm.relative_attention_bias.weight"
     torch.testing.assert_close(half_loss.float(), loss, rtol=2e-2, atol=2e-2)
-    torch.testing.assert_close(half_gradients[name].float(), gradients[name], rtol=2e-2, atol=2e-2)
+    assert_relatively_close(half_gradients[name], gradients[name], 5e-2, name)
 
 
 def test_sdpa_with_a_mask_is_kept_off_cudnn_where_its_backward_returns_nan():
