@@ -73,7 +73,7 @@ def main() -> None:
     settings.attn_implementation = "auto"
     on_gpu = settings.device == "cuda"
     comparison = next(row for row in comparisons(settings) if row.name == COMPARISON)
-    attention = ours_attention(settings, comparison.family)
+    attention = ours_attention(settings, comparison.method)
     models = {
         f"MAE-LM ({attention})": TimedStep(
             built_on(settings.device, comparison.ours), comparison.ours_batch(), settings, attention

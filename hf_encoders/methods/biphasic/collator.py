@@ -71,7 +71,7 @@ class DataCollatorForBiphasic(ReproducibleMaskingMixin, DataCollatorForLanguageM
             raise ValueError(
                 f"The tokenizer {type(self.tokenizer).__name__} has no mask token, which the MLM phase needs. Add one "
                 "with tokenizer.add_special_tokens({'mask_token': '<|mask|>'}) and resize the model's embeddings "
-                "(hf_encoders.training.conversion.prepare_tokenizer adds it)."
+                "(hf_encoders.methods.biphasic.conversion.prepare_tokenizer adds it)."
             )
         self.mlm = self.objective != "clm"
         super().__post_init__()
