@@ -30,6 +30,10 @@ class Method:
     # What else differs from the demo's MLM baseline row besides the objective: the demo runs each method as it is
     # usually set up, so its table must say which differences confound a comparison (experiments/ controls them).
     demo_confounds: str = "none: this is the baseline"
+    # "module:attribute" of its papers' presets ({name: Preset}, `pretrain --preset NAME`, `plan`), and of its
+    # small-run option values by --model_size ({size: {option: Sourced}}); None where it has none.
+    presets: str | None = None
+    small_runs: str | None = None
 
     @property
     def card_template(self) -> str:

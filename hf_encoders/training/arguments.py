@@ -22,8 +22,18 @@ TRAINER_OPTION_HELP = {
 
 @dataclass
 class PretrainArguments:
+    # Required unless --preset names the method (parse_arguments lifts the requirement then).
     method: str = field(
         metadata={"help": f"Pre-training method: {', '.join(METHODS)} (mlm is the plain BERT baseline)."}
+    )
+    preset: str | None = field(
+        default=None,
+        metadata={
+            "help": "A paper's model size and training settings (hf-encoders plan --list names them; docs/"
+            "reproducing.md): flags given override them, and are logged and named on the card. Without it, a model "
+            "built from scratch with no --learning_rate, --warmup_steps or --lr_scheduler_type gets the small-run "
+            "preset of its method and --model_size (e.g. mae_lm-tiny)."
+        },
     )
     corpus: str | None = field(
         default=None,

@@ -6,7 +6,7 @@ hf-encoders pretrain --method mae_lm --output_dir out/mae --max_steps 1000 --per
 import argparse
 import json
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from transformers.utils import logging
 from ..analysis import plot_training_diagnostics
 from ..data.corpus_report import CorpusReport, run_documents
 from ..data.token_cache import cached_blocks
+from ..methods import get_method
 from .arguments import TRAINER_OPTION_HELP, PretrainArguments
 from .cards import write_model_card
 from .diagnostics import DiagnosticsCallback
@@ -46,6 +47,15 @@ from .masking_epoch import MaskingEpochCallback
 from .numerics import NonFiniteLossCallback
 from .output_dir import prepare_output_dir, where_line
 from .preemption import PreemptionCallback
+from .presets import (
+    Preset,
+    card_lines,
+    get_preset,
+    merged_config_overrides,
+    overrides,
+    small_run,
+    world_size_from_environment,
+)
 from .recipe import get_recipe
 from .resume import resolve_resume
 from .sentence_transformers_config import write_sentence_transformers_config
@@ -165,6 +175,7 @@ def card_writer(recipe, args: PretrainArguments, training_args: TrainingArgument
         model_id=training_args.hub_model_id,
         tokens_per_step=sequences_per_step * args.block_size,
         corpus_report=corpus_report,
+        run_lines=card_lines(args, training_args),
     )
 
 
@@ -357,8 +368,9 @@ def given_options(argv: list[str]) -> dict:
 
 
 def parse_arguments(argv: list[str], device: Device | None = None) -> tuple[PretrainArguments, TrainingArguments]:
-    """The command line (or one JSON file of options), with the fast settings of `device` (default: the one the run
-    trains on) as the defaults of the options it leaves out (training/fast_path.py)."""
+    """The command line (or one JSON file of options) over the defaults of its layers, lowest first: the parser's,
+    the preset's (`--preset`, or a model from scratch's small-run preset: training/presets.py), the fast settings of
+    `device` (default: the one the run trains on; training/fast_path.py)."""
     parser = pretrain_parser()
     if any(argument == "--init" or argument.startswith("--init=") for argument in argv):
         parser.error(
@@ -371,14 +383,64 @@ def parse_arguments(argv: list[str], device: Device | None = None) -> tuple[Pret
     given = json.loads(Path(argv[0]).read_text()) if from_json else given_options(argv)
     if "output_dir" not in given:  # Trainer would pick ./trainer_output without a word
         parser.error("--output_dir is required: the folder the model, its card and its plots are written to.")
+    preset = chosen_preset(given)
     device = device or this_device(use_cpu=given.get("use_cpu", False))
     if given.get("fp8"):
         enable_fp8(device, given)
-    defaults = training_defaults(device, fp8=given.get("fp8", False))
+    defaults = {
+        **(preset.defaults(given, world_size_from_environment()) if preset else {}),
+        **training_defaults(device, fp8=given.get("fp8", False)),
+    }
     if from_json:
-        return parser.parse_dict({**defaults, **given})
-    parser.set_defaults(**defaults)
-    return parser.parse_args_into_dataclasses(argv)
+        args, training_args = parser.parse_dict({**defaults, **given})
+    else:
+        parser.set_defaults(**defaults)
+        if preset:
+            for action in parser._actions:  # argparse keeps no public table of its options
+                action.required = action.required and action.dest != "method"
+        args, training_args = parser.parse_args_into_dataclasses(argv)
+    if preset:
+        args = fit_preset(preset, given, args, training_args)
+    return args, training_args
+
+
+def chosen_preset(given: dict) -> Preset | None:
+    """The preset of this run: `--preset`, else the small-run preset of a model built from scratch (None if none)."""
+    if "preset" not in given:
+        return small_run(given)
+    preset = get_preset(given["preset"])
+    if "method" in given and get_method(given["method"]).name != preset.method:
+        raise ValueError(
+            f"--preset {preset.name} trains --method {preset.method}, not {given['method']}: drop --method, or "
+            "choose a preset of that method (hf-encoders plan --list)."
+        )
+    for option, why in preset.needs.items():
+        if option not in given:
+            raise ValueError(f"--preset {preset.name} needs --{option}: {why}.")
+    return preset
+
+
+def fit_preset(preset: Preset, given: dict, args: PretrainArguments, training_args: TrainingArguments):
+    """The arguments with the preset's config fields under those `--config_overrides` gives, and without the preset
+    values this run makes moot (a tokenizer's size when --tokenizer_name is given, ...), each said in the log; then
+    the log's line naming the preset and every override."""
+    if "config_overrides" in given:
+        args = replace(args, config_overrides=merged_config_overrides(preset.config_overrides(), args.config_overrides))
+    unread = get_recipe(args.method).unread_options(args)
+    defaults = {option.name: option.default for option in fields(PretrainArguments)}
+    for option in sorted(preset.options.keys() & unread.keys() - given.keys()):
+        reason = unread[option].split(" Drop ")[0]  # the advice to drop it is for a flag given, not a preset's value
+        logger.warning(f"The preset's --{option} {preset.value(option)} is left out: {reason}")
+        args = replace(args, **{option: defaults[option]})
+    if "config_overrides" in unread and "config_overrides" not in given:
+        logger.warning("The preset's model size is not used in this run: it continues a saved model as it is.")
+        args = replace(args, config_overrides=None)
+    changed = overrides(preset, args, training_args)
+    logger.warning(
+        f"Preset {preset.name} ({preset.paper}); "
+        + (f"overridden: {'; '.join(changed)}." if changed else "no overrides.")
+    )
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,7 @@ from .model_sizes import parse_config_overrides
 # the tokenizer, block and masking options every recipe passes on (the span options only with --masking span).
 COMMON_OPTIONS = (
     "method",
+    "preset",
     "corpus",
     "dataset_config",
     "text_column",

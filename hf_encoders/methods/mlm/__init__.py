@@ -8,6 +8,7 @@ METHOD = Method(
     name="mlm",
     title="MLM (BERT baseline)",
     model_type="bert",
+    small_runs=f"{__name__}.presets:SMALL_RUNS",
     recipe=f"{__name__}.recipe:MlmRecipe",
     collator="hf_encoders.data.reproducible_masking:ReproducibleDataCollatorForLanguageModeling",
 )

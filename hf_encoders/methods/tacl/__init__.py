@@ -8,6 +8,7 @@ METHOD = Method(
     name="tacl",
     title="TaCL",
     model_type="tacl",
+    presets=f"{__name__}.presets:PRESETS",
     recipe=f"{__name__}.recipe:TaclRecipe",
     collator=f"{__name__}.collator:DataCollatorForTacl",
     config="hf_encoders.models.tacl:TaclConfig",
