@@ -20,6 +20,10 @@ SUBCOMMANDS = {
         "hf_encoders.training.pretrain",
         "pre-train an encoder on Trainer: --method mlm (the BERT baseline), mae_lm, tacl or biphasic",
     ),
+    "plan": (
+        "hf_encoders.training.plan",
+        "a paper preset's parameters, tokens, FLOPs, GPU-hours and memory before a run (--list: the presets)",
+    ),
     "tokenize": (
         "hf_encoders.training.tokenize_command",
         "tokenize and pack a corpus once into a cache that pretrain --tokenized_dir trains from",

@@ -21,6 +21,18 @@ def known_peak_tflops(device_name: str) -> float | None:
     return next((peak for gpu, peak in PEAK_TFLOPS.items() if gpu in device_name), None)
 
 
+def flops_per_token(model: torch.nn.Module) -> int:
+    """Model FLOPs a trained token costs, attention scores left out: 6 per trained parameter (forward and backward)
+    and 2 per frozen one (TaCL's teacher, forward only)."""
+    return sum(p.numel() * (6 if p.requires_grad else 2) for p in model.parameters())
+
+
+def attention_flops_per_token(layers: int, width: int, length: int, trained: bool = True) -> int:
+    """What `flops_per_token` leaves out: QK^T and AV, 4 * length * width per token and layer forward (3x that
+    trained)."""
+    return (12 if trained else 4) * layers * width * length
+
+
 def reduced_over_ranks(tensor: torch.Tensor, op=None) -> torch.Tensor:
     """`tensor` summed (or reduced with `op`) over the processes of a distributed run; itself in a single process."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
@@ -81,7 +93,7 @@ class Throughput:
     """
 
     def __init__(self, model: torch.nn.Module, peak_tflops: float | None = None):
-        self.flops_per_token = sum(p.numel() * (6 if p.requires_grad else 2) for p in model.parameters())
+        self.flops_per_token = flops_per_token(model)
         if peak_tflops is None and torch.cuda.is_available():
             peak_tflops = known_peak_tflops(torch.cuda.get_device_name())
         self.peak_tflops = peak_tflops

@@ -20,7 +20,7 @@ from transformers import (
     TrainingArguments,
     set_seed,
 )
-from transformers.utils import logging
+from transformers.utils import is_torch_optimi_available, logging
 
 from ..analysis import plot_training_diagnostics
 from ..data.corpus_report import CorpusReport, run_documents
@@ -46,6 +46,7 @@ from .loss_curves import plot_loss_curves
 from .masking_epoch import MaskingEpochCallback
 from .numerics import NonFiniteLossCallback
 from .output_dir import prepare_output_dir, where_line
+from .plan import gpu_key, make_plan
 from .preemption import PreemptionCallback
 from .presets import (
     Preset,
@@ -133,6 +134,13 @@ def fit_model_to_device(model, args: PretrainArguments, device: Device) -> None:
     if choice.without_attention_dropout:
         drop_attention_dropout(model)
     set_attn_implementation(model, choice.implementation)
+
+
+def check_optimizer(training_args: TrainingArguments) -> None:
+    """Refuse, before the corpus is read, an optimizer whose package is missing: StableAdamW (ModernBERT's, through
+    transformers' `--optim stable_adamw`) comes from torch-optimi, the `stable` extra."""
+    if training_args.optim == "stable_adamw" and not is_torch_optimi_available():
+        raise ValueError("--optim stable_adamw needs torch-optimi: pip install 'hf-encoders[stable]'.")
 
 
 def prefer_aten_random_numbers(training_args: TrainingArguments) -> None:
@@ -240,6 +248,7 @@ def build_trainer(
             "--fp16 has no effect on CPU (accelerate runs such a run in fp32 without a word); use --bf16, which CPUs "
             "autocast, or drop --fp16."
         )
+    check_optimizer(training_args)
     device = this_device(use_cpu=training_args.device.type != "cuda")
     if args.fp8:
         check_fp8_run(device, training_args)
@@ -440,6 +449,9 @@ def fit_preset(preset: Preset, given: dict, args: PretrainArguments, training_ar
         f"Preset {preset.name} ({preset.paper}); "
         + (f"overridden: {'; '.join(changed)}." if changed else "no overrides.")
     )
+    if preset.batch_size is not None:  # a paper's run: what it costs, as `hf-encoders plan` says
+        name = torch.cuda.get_device_name() if training_args.device.type == "cuda" else ""
+        logger.warning(make_plan(preset, training_args.world_size, gpu_key(name)).line())
     return args
 
 
