@@ -19,6 +19,7 @@ FROM_SCRATCH = set(built_from_scratch())
 # Every option but --method, a value other than its default, and the methods that read it when set alone (TaCL
 # continuing its encoder, the others from scratch), besides those whose test specification lists it in `own_options`.
 OPTIONS = {
+    "preset": ("mae_lm-base", ALL),
     "corpus": ("corpus.txt", ALL),
     "dataset_config": ("wikitext-2-raw-v1", ALL),
     "text_column": ("body", ALL),

@@ -122,15 +122,23 @@ def world_size_from_environment() -> int:
 
 
 def merged_config_overrides(preset: str | None, given: str | None) -> str | None:
-    """The preset's config fields with those `--config_overrides` gives in their place, field by field."""
-    fields = dict(_pairs(preset))
-    fields.update(_pairs(given))
-    return ",".join(f"{key}={value}" for key, value in fields.items()) or None
+    """The preset's config fields with those `--config_overrides` gives in their place, field by field (an entry
+    that is not KEY=VALUE kept as given, for the parser of overrides to refuse)."""
+    entries = {_key(item): item for item in _items(preset)}
+    entries.update({_key(item): item for item in _items(given)})
+    return ",".join(entries.values()) or None
+
+
+def _items(text: str | None) -> list[str]:
+    return [item.strip() for item in (text or "").split(",") if item.strip()]
+
+
+def _key(item: str) -> str:
+    return item.partition("=")[0].strip()
 
 
 def _pairs(text: str | None) -> list[tuple[str, str]]:
-    items = (item.strip() for item in (text or "").split(","))
-    return [tuple(part.strip() for part in item.partition("=")[::2]) for item in items if item]
+    return [(_key(item), item.partition("=")[2].strip()) for item in _items(text)]
 
 
 def overrides(preset: Preset, args, training_args) -> list[str]:

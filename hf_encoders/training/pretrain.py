@@ -433,7 +433,7 @@ def fit_preset(preset: Preset, given: dict, args: PretrainArguments, training_ar
     """The arguments with the preset's config fields under those `--config_overrides` gives, and without the preset
     values this run makes moot (a tokenizer's size when --tokenizer_name is given, ...), each said in the log; then
     the log's line naming the preset and every override."""
-    if "config_overrides" in given:
+    if preset.config and "config_overrides" in given:
         args = replace(args, config_overrides=merged_config_overrides(preset.config_overrides(), args.config_overrides))
     unread = get_recipe(args.method).unread_options(args)
     defaults = {option.name: option.default for option in fields(PretrainArguments)}
