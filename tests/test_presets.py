@@ -159,8 +159,9 @@ def test_the_preset_sets_method_model_and_training_and_the_accumulation_of_the_p
 
 def test_a_flag_given_wins_and_is_logged_as_an_override_and_named_on_the_card(tmp_path):
     argv = ["--preset", "mae_lm-base", "--output_dir", str(tmp_path), "--learning_rate", "1e-4"]
+    args, training_args = parse_arguments([*argv, "--config_overrides", "num_hidden_layers=6"], device=CPU)
     with CaptureLogger(pretrain.logger) as log:
-        args, training_args = parse_arguments([*argv, "--config_overrides", "num_hidden_layers=6"], device=CPU)
+        pretrain.log_preset(args, training_args)
     assert training_args.learning_rate == 1e-4 and training_args.warmup_steps == 10_000
     # The preset's config fields stay, but the one given.
     assert "num_hidden_layers=6" in args.config_overrides and "hidden_size=768" in args.config_overrides
@@ -201,8 +202,9 @@ def test_a_model_from_scratch_without_optimisation_flags_gets_its_small_run_pres
     out = ["--output_dir", str(tmp_path)]
     for method in ("mlm", "mae_lm", "biphasic"):
         small = load(METHODS[method].small_runs)
+        args, training_args = parse_arguments(["--method", method, "--model_size", "small", *out], device=CPU)
         with CaptureLogger(pretrain.logger) as log:
-            args, training_args = parse_arguments(["--method", method, "--model_size", "small", *out], device=CPU)
+            pretrain.log_preset(args, training_args)
         assert args.preset == f"{method}-small" and f"Preset {method}-small" in log.out
         assert training_args.learning_rate == small["small"]["learning_rate"].value
         assert training_args.warmup_steps == small["small"]["warmup_steps"].value

@@ -256,6 +256,7 @@ def build_trainer(
     if training_args.device.type == "cpu":  # nothing to pin memory for: torch would warn at every dataloader
         training_args.dataloader_pin_memory = False
     check_validation_arguments(args, training_args)
+    log_preset(args, training_args)
     with training_args.main_process_first(local=False, desc="preparing the output folder"):
         if training_args.process_index == 0:
             prepare_output_dir(
@@ -431,8 +432,7 @@ def chosen_preset(given: dict) -> Preset | None:
 
 def fit_preset(preset: Preset, given: dict, args: PretrainArguments, training_args: TrainingArguments):
     """The arguments with the preset's config fields under those `--config_overrides` gives, and without the preset
-    values this run makes moot (a tokenizer's size when --tokenizer_name is given, ...), each said in the log; then
-    the log's line naming the preset and every override."""
+    values this run makes moot (a tokenizer's size when --tokenizer_name is given, ...), each said in the log."""
     if preset.config and "config_overrides" in given:
         args = replace(args, config_overrides=merged_config_overrides(preset.config_overrides(), args.config_overrides))
     unread = get_recipe(args.method).unread_options(args)
@@ -444,6 +444,14 @@ def fit_preset(preset: Preset, given: dict, args: PretrainArguments, training_ar
     if "config_overrides" in unread and "config_overrides" not in given:
         logger.warning("The preset's model size is not used in this run: it continues a saved model as it is.")
         args = replace(args, config_overrides=None)
+    return args
+
+
+def log_preset(args: PretrainArguments, training_args: TrainingArguments) -> None:
+    """The start of a run's log: the preset it runs and what it overrides, and for a paper's preset its plan."""
+    if not args.preset:
+        return
+    preset = get_preset(args.preset)
     changed = overrides(preset, args, training_args)
     logger.warning(
         f"Preset {preset.name} ({preset.paper}); "
@@ -452,7 +460,6 @@ def fit_preset(preset: Preset, given: dict, args: PretrainArguments, training_ar
     if preset.batch_size is not None:  # a paper's run: what it costs, as `hf-encoders plan` says
         name = torch.cuda.get_device_name() if training_args.device.type == "cuda" else ""
         logger.warning(make_plan(preset, training_args.world_size, gpu_key(name)).line())
-    return args
 
 
 def main(argv: list[str] | None = None) -> int:
