@@ -249,3 +249,26 @@ def test_stable_adamw_without_torch_optimi_names_the_extra(tmp_path, monkeypatch
 def test_the_console_reports_an_unknown_preset_on_one_line(tmp_path):
     with pytest.raises(ValueError, match="Unknown --preset"):
         main(["pretrain", "--preset", "bert-huge", "--output_dir", str(tmp_path)])
+
+
+def test_a_run_of_a_preset_shrunk_by_its_flags_names_the_preset_and_overrides_on_its_card(tmp_path):
+    tiny = "hidden_size=64,num_hidden_layers=2,num_attention_heads=2,intermediate_size=128,decoder_num_hidden_layers=1"
+    argv = ["pretrain", "--preset", "mae_lm-base", "--output_dir", str(tmp_path), "--use_cpu"]
+    argv += ["--config_overrides", tiny, "--max_steps", "2", "--block_size", "32", "--max_documents", "20"]
+    argv += ["--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "1", "--vocab_size", "300"]
+    assert main([*argv, "--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true"]) == 0
+    card = (tmp_path / "README.md").read_text()
+    assert "- preset: mae_lm-base (the base setting" in card
+    assert "max_steps=2 (preset: 125000)" in card and "hidden_size=64 (preset: 768)" in card
+    assert "batch of 2 sequences per step (preset: 2048)" in card
+    assert "relative_attention_max_distance" not in card.split("overrides of the preset")[1].split("\n")[0]
+
+
+def test_the_plan_line_a_run_logs_is_the_runs_own(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    argv = ["--preset", "biphasic-210m", "--output_dir", str(tmp_path), "--max_steps", "100", "--block_size", "1024"]
+    args, training_args = parse_arguments(argv, device=CPU)
+    with CaptureLogger(pretrain.logger) as log:
+        pretrain.log_preset(args, training_args)
+    # 1,152 sequences a step (6 per GPU x 192 accumulated) of 1,024 tokens, for 100 steps.
+    assert f"(100 steps of {1152 * 1024:,})" in log.out and "micro-batch 6 x 192 accumulation" in log.out

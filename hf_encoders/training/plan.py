@@ -93,11 +93,11 @@ class Plan:
     def line(self) -> str:
         """The one line `pretrain` prints at the start of a preset's run."""
         return (
-            f"Plan of {self.preset.name}: {self.parameters / 1e6:,.0f}M parameters, {self.tokens / 1e9:,.1f}B tokens "
+            f"Plan of {self.preset.name}: {self.parameters / 1e6:,.1f}M parameters, {self.tokens:.3g} tokens "
             f"({self.steps:,} steps of {self.tokens_per_step:,}), {self.flops:.2e} FLOPs, about "
-            f"{self.gpu_hours:,.0f} {GPUS[self.gpu]} GPU-hours at MFU {self.mfu:.2f} ({self.days:,.1f} days on "
+            f"{self.gpu_hours:,.1f} {GPUS[self.gpu]} GPU-hours at MFU {self.mfu:.2f} ({self.days:,.1f} days on "
             f"{self.gpus}); micro-batch {self.micro_batch} x {self.accumulation} accumulation, about "
-            f"{self.memory_bytes / 2**30:,.0f} GiB a GPU."
+            f"{self.memory_bytes / 2**30:,.1f} GiB a GPU."
         )
 
     def lines(self) -> list[str]:
@@ -215,6 +215,28 @@ def make_plan(preset: Preset, gpus: int = 1, gpu: str = "h100", mfu: float | Non
 def gpu_key(device_name: str) -> str:
     """The `--gpu` a device name is (an H100's figures for any other device)."""
     return next((key for key, name in GPUS.items() if name in device_name), "h100")
+
+
+def as_run(preset: Preset, args, training_args) -> Preset:
+    """The preset as this run sets it (its overrides in place), for the plan line a run logs."""
+    from dataclasses import replace
+
+    from ..methods import load
+    from .model_sizes import parse_config_overrides
+    from .presets import Sourced
+
+    def value(option):
+        return getattr(args, option) if hasattr(args, option) else getattr(training_args, option)
+
+    config_class = load(preset.model).config_class
+    config = parse_config_overrides(args.config_overrides, config_class) if preset.config else {}
+    batch = training_args.per_device_train_batch_size * training_args.world_size
+    return replace(
+        preset,
+        options={option: Sourced(value(option), "this run") for option in preset.options},
+        config={key: Sourced(item, "this run") for key, item in config.items()},
+        batch_size=Sourced(batch * training_args.gradient_accumulation_steps, "this run"),
+    )
 
 
 def plan_parser() -> argparse.ArgumentParser:

@@ -46,7 +46,7 @@ from .loss_curves import plot_loss_curves
 from .masking_epoch import MaskingEpochCallback
 from .numerics import NonFiniteLossCallback
 from .output_dir import prepare_output_dir, where_line
-from .plan import gpu_key, make_plan
+from .plan import as_run, gpu_key, make_plan
 from .preemption import PreemptionCallback
 from .presets import (
     Preset,
@@ -459,7 +459,8 @@ def log_preset(args: PretrainArguments, training_args: TrainingArguments) -> Non
     )
     if preset.batch_size is not None:  # a paper's run: what it costs, as `hf-encoders plan` says
         name = torch.cuda.get_device_name() if training_args.device.type == "cuda" else ""
-        logger.warning(make_plan(preset, training_args.world_size, gpu_key(name)).line())
+        run = as_run(preset, args, training_args)
+        logger.warning(make_plan(run, training_args.world_size, gpu_key(name)).line())
 
 
 def main(argv: list[str] | None = None) -> int:
