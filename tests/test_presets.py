@@ -272,3 +272,14 @@ def test_the_plan_line_a_run_logs_is_the_runs_own(tmp_path, monkeypatch):
         pretrain.log_preset(args, training_args)
     # 1,152 sequences a step (6 per GPU x 192 accumulated) of 1,024 tokens, for 100 steps.
     assert f"(100 steps of {1152 * 1024:,})" in log.out and "micro-batch 6 x 192 accumulation" in log.out
+
+
+def test_cpt_continues_the_causal_lm_given_without_the_presets_shape(tmp_path):
+    argv = ["--preset", "biphasic-610m-cpt", "--from_causal_lm", "lm.gguf", "--output_dir", str(tmp_path)]
+    with CaptureLogger(pretrain.logger) as log:
+        args, training_args = parse_arguments(argv, device=CPU)
+    assert args.config_overrides is None and args.phases == "mlm:1.0" and training_args.max_steps == 22_000
+    assert "model shape is left out: this run continues lm.gguf" in log.out
+    with CaptureLogger(pretrain.logger) as log:
+        pretrain.log_preset(args, training_args)
+    assert "no overrides" in log.out and "Plan of" not in log.out

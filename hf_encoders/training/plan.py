@@ -14,7 +14,7 @@ import argparse
 import math
 from dataclasses import dataclass
 
-from .presets import Preset
+from .presets import TRAINER_MICRO_BATCH, Preset
 
 GPUS = {"h100": "H100", "h200": "H200", "a100": "A100"}
 # Useful TFLOP/s that bench/run.py measured per method (bench/README.md, "GPU": eager, an H200, 12 x 768, batch
@@ -75,7 +75,7 @@ class Plan:
 
     @property
     def micro_batch(self) -> int:
-        return self.preset.value("per_device_train_batch_size", 8)
+        return self.preset.value("per_device_train_batch_size", TRAINER_MICRO_BATCH)
 
     @property
     def accumulation(self) -> int:
@@ -207,7 +207,11 @@ def make_plan(preset: Preset, gpus: int = 1, gpu: str = "h100", mfu: float | Non
         mfu=chosen[0],
         mfu_source=chosen[1],
         memory_bytes=memory_bytes(
-            trained, frozen, preset.value("per_device_train_batch_size", 8), block_size, predicted_share(preset)
+            trained,
+            frozen,
+            preset.value("per_device_train_batch_size", TRAINER_MICRO_BATCH),
+            block_size,
+            predicted_share(preset),
         ),
     )
 

@@ -16,6 +16,8 @@ from typing import Any
 
 # The options that set a run's optimisation: given any of them, a small-run preset stays out of the way, since its
 # warm-up and schedule belong to its own rate.
+# TrainingArguments' own per_device_train_batch_size, for a preset that sets none.
+TRAINER_MICRO_BATCH = 8
 OPTIMISATION_OPTIONS = ("learning_rate", "warmup_steps", "lr_scheduler_type", "lr_scheduler_kwargs")
 
 
@@ -65,7 +67,9 @@ class Preset:
             values["config_overrides"] = self.config_overrides()
         if self.batch_size is None:
             return values
-        micro_batch = given.get("per_device_train_batch_size", values.get("per_device_train_batch_size", 8))
+        micro_batch = given.get(
+            "per_device_train_batch_size", values.get("per_device_train_batch_size", TRAINER_MICRO_BATCH)
+        )
         values["gradient_accumulation_steps"] = self.accumulation(micro_batch, world_size)
         return values
 
@@ -150,7 +154,8 @@ def overrides(preset: Preset, args, training_args) -> list[str]:
         if value != item.value:
             found.append(f"{option}={value} (preset: {item.value})")
     run_config = dict(_pairs(args.config_overrides))
-    for key, item in preset.config.items():
+    # None under a preset with config fields: the run continues a saved model, whose size the preset does not set.
+    for key, item in preset.config.items() if args.config_overrides is not None else ():
         if run_config.get(key) != str(item.value):
             found.append(f"{key}={run_config.get(key, 'the default')} (preset: {item.value})")
     for key in run_config.keys() - preset.config.keys():

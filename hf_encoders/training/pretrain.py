@@ -442,7 +442,7 @@ def fit_preset(preset: Preset, given: dict, args: PretrainArguments, training_ar
         logger.warning(f"The preset's --{option} {preset.value(option)} is left out: {reason}")
         args = replace(args, **{option: defaults[option]})
     if "config_overrides" in unread and "config_overrides" not in given:
-        logger.warning("The preset's model size is not used in this run: it continues a saved model as it is.")
+        logger.warning(f"The preset's model shape is left out: this run continues {args.starting_checkpoint} as it is.")
         args = replace(args, config_overrides=None)
     return args
 
@@ -457,7 +457,9 @@ def log_preset(args: PretrainArguments, training_args: TrainingArguments) -> Non
         f"Preset {preset.name} ({preset.paper}); "
         + (f"overridden: {'; '.join(changed)}." if changed else "no overrides.")
     )
-    if preset.batch_size is not None:  # a paper's run: what it costs, as `hf-encoders plan` says
+    # A paper's run: what it costs, as `hf-encoders plan` says; not for a saved model continued (CPT), whose size the
+    # preset does not know.
+    if preset.batch_size is not None and (args.config_overrides or not preset.config):
         name = torch.cuda.get_device_name() if training_args.device.type == "cuda" else ""
         run = as_run(preset, args, training_args)
         logger.warning(make_plan(run, training_args.world_size, gpu_key(name)).line())
