@@ -10,8 +10,9 @@ On a CUDA GPU a run takes the fast settings, each unless the command line sets i
 | flex_attention for MAE-LM, at every length | `--attn_implementation sdpa` |
 | the vocabulary of a model built from scratch padded to a multiple of 64 | `--pad_vocab_to_multiple_of 1` |
 
-The training ones are the parser's defaults on such a device (`training_defaults`), so a flag given always wins, as
-the parser reads it (`--bf16=false`, `--no_...`, a JSON file's keys). Other devices keep transformers' defaults.
+The training ones are the parser's defaults on such a device (`training_defaults`), above a preset's values
+(training/presets.py), so a flag given always wins, as the parser reads it (`--bf16=false`, `--no_...`, a JSON file's
+keys). Other devices keep transformers' defaults.
 
 MAE-LM's flex_attention has no attention dropout (the paper's is 0.1): a run on the flex path trains without it,
 said in the log; `--attn_implementation sdpa` keeps the configured dropout. Asking for both flex_attention and a
