@@ -171,6 +171,15 @@ def test_a_flag_given_wins_and_is_logged_as_an_override_and_named_on_the_card(tm
     assert lines[0].startswith("- preset: mae_lm-base") and "learning_rate=0.0001 (preset: 0.0005)" in lines[1]
 
 
+def test_tacls_preset_continues_bert_base_with_nothing_left_out(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    with CaptureLogger(pretrain.logger) as log:
+        args, training_args = parse_arguments(["--preset", "tacl-bert-base", "--output_dir", str(tmp_path)], device=CPU)
+    assert (args.method, args.model_name_or_path, args.tacl_temperature) == ("tacl", "bert-base-uncased", 0.01)
+    assert training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps == 256
+    assert "left out" not in log.out
+
+
 def test_the_cuda_fast_path_sits_above_the_preset_and_a_flag_above_both(tmp_path):
     base = ["--preset", "biphasic-210m", "--output_dir", str(tmp_path), "--use_cpu"]
     _, training_args = parse_arguments(base, device=H100)

@@ -441,7 +441,7 @@ def fit_preset(preset: Preset, given: dict, args: PretrainArguments, training_ar
         reason = unread[option].split(" Drop ")[0]  # the advice to drop it is for a flag given, not a preset's value
         logger.warning(f"The preset's --{option} {preset.value(option)} is left out: {reason}")
         args = replace(args, **{option: defaults[option]})
-    if "config_overrides" in unread and "config_overrides" not in given:
+    if preset.config and "config_overrides" in unread and "config_overrides" not in given:
         logger.warning(f"The preset's model shape is left out: this run continues {args.starting_checkpoint} as it is.")
         args = replace(args, config_overrides=None)
     return args
