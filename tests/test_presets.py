@@ -159,6 +159,7 @@ def test_the_preset_sets_method_model_and_training_and_the_accumulation_of_the_p
 
 def test_a_flag_given_wins_and_is_logged_as_an_override_and_named_on_the_card(tmp_path):
     argv = ["--preset", "mae_lm-base", "--output_dir", str(tmp_path), "--learning_rate", "1e-4"]
+    argv += ["--lr_scheduler_type", "cosine"]
     args, training_args = parse_arguments([*argv, "--config_overrides", "num_hidden_layers=6"], device=CPU)
     with CaptureLogger(pretrain.logger) as log:
         pretrain.log_preset(args, training_args)
@@ -166,6 +167,7 @@ def test_a_flag_given_wins_and_is_logged_as_an_override_and_named_on_the_card(tm
     # The preset's config fields stay, but the one given.
     assert "num_hidden_layers=6" in args.config_overrides and "hidden_size=768" in args.config_overrides
     assert "learning_rate=0.0001 (preset: 0.0005)" in log.out and "num_hidden_layers=6 (preset: 12)" in log.out
+    assert "lr_scheduler_type=cosine (preset: linear)" in log.out
     assert "Plan of mae_lm-base" in log.out
     lines = card_lines(args, training_args)
     assert lines[0].startswith("- preset: mae_lm-base") and "learning_rate=0.0001 (preset: 0.0005)" in lines[1]

@@ -14,10 +14,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-# The options that set a run's optimisation: given any of them, a small-run preset stays out of the way, since its
-# warm-up and schedule belong to its own rate.
 # TrainingArguments' own per_device_train_batch_size, for a preset that sets none.
 TRAINER_MICRO_BATCH = 8
+# The options that set a run's optimisation: given any of them, a small-run preset stays out of the way, since its
+# warm-up and schedule belong to its own rate.
 OPTIMISATION_OPTIONS = ("learning_rate", "warmup_steps", "lr_scheduler_type", "lr_scheduler_kwargs")
 
 
@@ -152,13 +152,14 @@ def overrides(preset: Preset, args, training_args) -> list[str]:
     for option, item in preset.options.items():
         value = getattr(args, option) if hasattr(args, option) else getattr(training_args, option)
         if value != item.value:
-            found.append(f"{option}={value} (preset: {item.value})")
+            shown = getattr(value, "value", value)  # an enum's (lr_scheduler_type) as the command line spells it
+            found.append(f"{option}={shown} (preset: {item.value})")
     run_config = dict(_pairs(args.config_overrides))
     # None under a preset with config fields: the run continues a saved model, whose size the preset does not set.
     for key, item in preset.config.items() if args.config_overrides is not None else ():
         if run_config.get(key) != str(item.value):
             found.append(f"{key}={run_config.get(key, 'the default')} (preset: {item.value})")
-    for key in run_config.keys() - preset.config.keys():
+    for key in sorted(run_config.keys() - preset.config.keys()):
         found.append(f"{key}={run_config[key]} (not set by the preset)")
     batch = training_args.per_device_train_batch_size * training_args.world_size
     batch *= training_args.gradient_accumulation_steps
