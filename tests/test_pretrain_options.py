@@ -57,6 +57,7 @@ OPTIONS = {
     "skip_bad_rows": (True, ALL),
     "pad_vocab_to_multiple_of": (8, FROM_SCRATCH),
     "fp8": (True, ALL),
+    "ema_decay": (0.999, ALL),
 }
 
 

@@ -231,6 +231,14 @@ class PretrainArguments:
             "GPUs: H100, H200, A100 in bf16)."
         },
     )
+    ema_decay: float | None = field(
+        default=None,
+        metadata={
+            "help": "Keep an exponential moving average of the weights on the device, updated after every optimizer "
+            "step with this decay (e.g. 0.999), saved in every checkpoint and, at the end, as its own model in "
+            "OUTPUT_DIR/ema/."
+        },
+    )
     overwrite_output_dir: bool = field(
         default=False,
         metadata={

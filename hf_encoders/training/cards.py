@@ -73,13 +73,15 @@ def write_model_card(
     pipeline_tag: str | None = None,
     subfolder: str | None = None,
     corpus_report=None,
+    note: str | None = None,
 ) -> Path:
     """README.md in `output_dir`, from `model_cards/<template>.md` (default: the method's card).
 
     `model_id` is the Hub repository the usage snippets name (default: the folder's name, or with `subfolder` its
     parent's); `subfolder` is where the folder sits inside that repository or parent (TaCL's student).
     `pipeline_tag` defaults to the recipe's. `corpus_report` (data/corpus_report.py) adds the mixture's sources,
-    weights and realised shares, and the bad rows skipped.
+    weights and realised shares, and the bad rows skipped. `note` is a first line of the training summary that
+    says what the folder's weights are, where they are not the last step's (`ema/`: the moving average).
     """
     sources = [args.corpus] if corpus_report is None else [source.name for source in corpus_report.sources]
     corpus_lines = [] if corpus_report is None else corpus_report.lines()
@@ -100,7 +102,12 @@ def write_model_card(
         on_hub=model_id is not None,
         corpus=", ".join(EMBEDDED_CORPUS if name in (None, "embedded") else name for name in sources),
         training_summary="\n".join(
-            [training_summary(state, tokens_per_step), *recipe.summary_lines(args), *corpus_lines]
+            [
+                *([note] if note else []),
+                training_summary(state, tokens_per_step),
+                *recipe.summary_lines(args),
+                *corpus_lines,
+            ]
         ),
         **recipe.card_variables(args),
     )

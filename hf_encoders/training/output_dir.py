@@ -20,7 +20,8 @@ logger = logging.get_logger(__name__)
 
 MODELS = Path(__file__).parent.parent / "models"
 # What a run writes into its output folder: Trainer's model, tokenizer, state and checkpoints, the model code every
-# checkpoint carries, the card, the plots, the sentence-transformers configuration and TaCL's student.
+# checkpoint carries, the card, the plots, the sentence-transformers configuration, TaCL's student and the moving
+# average of the weights (--ema_decay).
 WRITTEN_PATTERNS = (
     "config.json",
     "generation_config.json",
@@ -44,6 +45,7 @@ WRITTEN_PATTERNS = (
     "1_Pooling",
     "checkpoint-*",
     "student",
+    "ema",
     "runs",
     *sorted({path.name for path in MODELS.glob("*/*.py")} - {"__init__.py"}),
 )

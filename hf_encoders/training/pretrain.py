@@ -28,6 +28,7 @@ from ..data.token_cache import cached_blocks
 from .arguments import TRAINER_OPTION_HELP, PretrainArguments
 from .cards import write_model_card
 from .diagnostics import DiagnosticsCallback
+from .ema import EMA_FOLDER, EmaCallback
 from .fast_path import (
     Device,
     attention_dropout_given,
@@ -279,6 +280,7 @@ def build_trainer(
         callbacks=[
             *recipe.callbacks(args),
             *diagnostics_callbacks(args, tokenizer, validation_documents),
+            *([] if args.ema_decay is None else [EmaCallback(args.ema_decay, resume_from=resume_from_checkpoint)]),
             MaskingEpochCallback(collator),
             NonFiniteLossCallback(),
             PreemptionCallback(),
@@ -292,6 +294,23 @@ def build_trainer(
         )
         trainer.add_callback(CheckpointBranchCallback(trainer.hub_model_id, write_card))
     return trainer
+
+
+def save_average(trainer: Trainer, recipe, output_dir: Path, write_card) -> Path | None:
+    """The moving average of a run with --ema_decay, as a model of its own in OUTPUT_DIR/ema/: the encoder that
+    fine-tuning loads (TaCL's student), its code, the tokenizer and a card that says what the weights are."""
+    ema = next((callback for callback in trainer.callback_handler.callbacks if isinstance(callback, EmaCallback)), None)
+    if ema is None:
+        return None
+    folder = output_dir / EMA_FOLDER
+    recipe.encoder(ema.average.module).save_pretrained(folder)
+    trainer.processing_class.save_pretrained(folder)
+    note = (
+        f"- **weights: the exponential moving average of the training weights** (decay {ema.decay}, over "
+        f"{int(ema.average.n_averaged)} optimizer steps), not the last step's, which the parent folder holds"
+    )
+    write_card(folder, trainer.state, template=recipe.encoder_card_template, subfolder=EMA_FOLDER, note=note)
+    return folder
 
 
 def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> PretrainResult:
@@ -334,6 +353,11 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
         # are untrained); one continued from a checkpoint keeps the limit it came with.
         max_seq_length = None if args.starting_checkpoint else args.block_size
         write_sentence_transformers_config(encoder_dir, recipe.encoder(trainer.model), max_seq_length=max_seq_length)
+        average_dir = save_average(trainer, recipe, output_dir, write_card)
+        if average_dir is not None:
+            write_sentence_transformers_config(
+                average_dir, recipe.encoder(trainer.model), max_seq_length=max_seq_length
+            )
         if training_args.push_to_hub:
             push_output_dir(trainer)
     return PretrainResult(trainer, output_dir, encoder_dir, plots)

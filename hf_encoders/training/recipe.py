@@ -16,6 +16,7 @@ from ..data.packing import pack_bert_style, tokenize_documents
 from ..data.tokenizer import load_or_train_tokenizer, load_tokenizer
 from ..methods import METHODS, Method, get_method, load
 from .arguments import PretrainArguments
+from .ema import EMA_FOLDER, check_ema_decay
 from .model_sizes import parse_config_overrides
 
 # The options every method reads: the corpus, validation, measuring and output options `pretrain` handles itself, and
@@ -45,6 +46,7 @@ COMMON_OPTIONS = (
     "tokenized_dir",
     "skip_bad_rows",
     "fp8",
+    "ema_decay",
 )
 
 
@@ -71,6 +73,8 @@ class Recipe:
     )
     # The config class --config_overrides shape (None: the method takes none).
     config_class: type[PreTrainedConfig] | None = None
+    # The card template of the model `encoder` picks out (None: the method's own card).
+    encoder_card_template: str | None = None
     # The pipeline tag the output folder's model card declares.
     pipeline_tag: str | None = "fill-mask"
     # The evaluation log's language-modelling loss, whose exp is `eval_perplexity`.
@@ -120,6 +124,8 @@ class Recipe:
         for option in options_set(args):
             if option in unread:
                 raise ValueError(unread[option])
+        if args.ema_decay is not None:
+            check_ema_decay(args.ema_decay)
         if args.config_overrides and self.config_class is not None:  # a mistyped field fails before the corpus is read
             parse_config_overrides(args.config_overrides, self.config_class)
 
@@ -223,6 +229,11 @@ class Recipe:
             args.masking, f"spans of Geometric({args.span_geometric_p}) words, at most {args.max_span_length}"
         )
         lines = [f"- masking ratio: {ratio:.0%}", f"- masking unit: {unit}"]
+        if args.ema_decay is not None:
+            lines.append(
+                f"- exponential moving average of the weights kept during training (decay {args.ema_decay}), saved "
+                f"as its own model in the folder {EMA_FOLDER}/ of the training output"
+            )
         return lines + ([f"- initialised from: {args.starting_checkpoint}"] if args.starting_checkpoint else [])
 
     def card_variables(self, args) -> dict[str, str]:
