@@ -94,6 +94,14 @@ class PretrainArguments:
             "adds a decoder 1/3 as deep (at least 1 layer)."
         },
     )
+    init_from_smaller: str | None = field(
+        default=None,
+        metadata={
+            "help": "mae_lm, biphasic: start the new --model_size / --config_overrides model from a smaller checkpoint "
+            "of the method's model, whose widths it multiplies by one whole factor (depth and head size kept), tiled "
+            "so that the new model's outputs at initialisation are the checkpoint's; its tokenizer is the run's."
+        },
+    )
     config_overrides: str | None = field(
         default=None,
         metadata={

@@ -98,11 +98,12 @@ class Recipe:
         return self.method.name
 
     def build_tokenizer(self, args, documents: Dataset) -> PreTrainedTokenizerBase:
-        """`--tokenizer_name`, else the tokenizer saved with `--model_name_or_path` (its embeddings read those ids),
-        else a WordPiece one trained on the corpus."""
-        if args.tokenizer_name is None and args.model_name_or_path is not None:
+        """`--tokenizer_name`, else the tokenizer saved with `--model_name_or_path` or `--init_from_smaller` (its
+        embeddings read those ids), else a WordPiece one trained on the corpus."""
+        checkpoint = args.model_name_or_path or args.init_from_smaller
+        if args.tokenizer_name is None and checkpoint is not None:
             fix = "Pass the folder of a checkpoint saved with its tokenizer, or --tokenizer_name."
-            return load_tokenizer(args.model_name_or_path, fix=fix)
+            return load_tokenizer(checkpoint, fix=fix)
         trained = {} if args.vocab_size is None else {"vocab_size": args.vocab_size}  # else train_wordpiece_tokenizer's
         return load_or_train_tokenizer(args.tokenizer_name, documents["text"], **trained)
 
@@ -141,6 +142,12 @@ class Recipe:
             for option in fields(PretrainArguments)
             if option.name not in self.options
         }
+        if "init_from_smaller" in unread:
+            unread["init_from_smaller"] = (
+                f"--init_from_smaller tiles a smaller checkpoint of this package's own models into a larger one, so "
+                f"that it computes the same outputs; {title}'s model has no such tiling. Drop it, or pre-train with "
+                f"--method {' or '.join(name for name in METHODS if 'init_from_smaller' in get_recipe(name).options)}."
+            )
         if "from_causal_lm" in unread:
             unread["from_causal_lm"] = (
                 f"--from_causal_lm converts a causal LM for the biphasic method; {title} cannot start from one. Drop "
@@ -171,11 +178,18 @@ class Recipe:
                     f"--config_overrides shapes a model built from scratch, but {title} continues {start} as it is "
                     f"saved, so they would be ignored. Drop --config_overrides (or {start_option}).",
                 )
-        if args.tokenizer_name or start:
+        if start and args.init_from_smaller:
+            unread.setdefault(
+                "init_from_smaller",
+                f"--init_from_smaller starts a new, larger model from a smaller checkpoint, but this run continues "
+                f"{start}: pass one starting point.",
+            )
+        if args.tokenizer_name or start or args.init_from_smaller:
             unread.setdefault(
                 "vocab_size",
                 f"--vocab_size sizes a tokenizer trained on the corpus, but this run uses the tokenizer of "
-                f"{args.tokenizer_name or start}. Drop --vocab_size (or --tokenizer_name, to train one).",
+                f"{args.tokenizer_name or start or args.init_from_smaller}. Drop --vocab_size (or --tokenizer_name, to "
+                "train one).",
             )
         if args.masking != "span":
             for option in ("max_span_length", "span_geometric_p"):
@@ -233,6 +247,11 @@ class Recipe:
             lines.append(
                 f"- exponential moving average of the weights kept during training (decay {args.ema_decay}), saved "
                 f"as its own model in the folder {EMA_FOLDER}/ of the training output"
+            )
+        if args.init_from_smaller:
+            lines.append(
+                f"- initialised from the smaller {args.init_from_smaller}, widened so that its outputs were "
+                "unchanged (its weights tiled)"
             )
         return lines + ([f"- initialised from: {args.starting_checkpoint}"] if args.starting_checkpoint else [])
 
