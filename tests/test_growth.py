@@ -9,7 +9,7 @@ from hf_encoders import BiphasicEncoderForPreTraining, MaeLmForMaskedLM
 from hf_encoders.methods.mae_lm.recipe import SIZES
 from hf_encoders.models.mae_lm import MaeLmConfig
 from hf_encoders.training.arguments import PretrainArguments
-from hf_encoders.training.growth import grow_into
+from hf_encoders.training.growth import grow_into, layer_sources
 from hf_encoders.training.pretrain import pretrain
 from hf_encoders.training.recipe import get_recipe
 from tests.helpers import tiny_training_arguments
@@ -21,6 +21,13 @@ WIDER_BIPHASIC = dict(hidden_size=64, num_attention_heads=8, num_key_value_heads
 FAMILIES = {
     "mae_lm": (MaeLmForMaskedLM, tiny_mae_lm_config, WIDER_MAE_LM, 3),
     "biphasic": (BiphasicEncoderForPreTraining, tiny_biphasic_config, WIDER_BIPHASIC, 2),
+    "biphasic-deeper": (BiphasicEncoderForPreTraining, tiny_biphasic_config, dict(num_hidden_layers=5), 1),
+    "biphasic-wider-deeper": (
+        BiphasicEncoderForPreTraining,
+        tiny_biphasic_config,
+        dict(WIDER_BIPHASIC, num_hidden_layers=3),
+        2,
+    ),
     "biphasic-tied": (
         BiphasicEncoderForPreTraining,
         lambda **overrides: tiny_biphasic_config(tie_word_embeddings=True, **overrides),
@@ -115,7 +122,7 @@ REFUSALS = [
     ),
     (dict(WIDER_MAE_LM, num_hidden_layers=3), r"has num_hidden_layers 2, the new model 3: the tiling widens a model"),
     (dict(WIDER_MAE_LM, relative_attention_num_buckets=16), "set it to 8 with --config_overrides"),
-    ({}, "is as wide as the new model \\(hidden_size 32\\): continue it with --model_name_or_path"),
+    ({}, "is as large as the new model \\(hidden_size 32, 2 layers\\): continue it with --model_name_or_path"),
 ]
 
 
@@ -124,6 +131,13 @@ def test_a_checkpoint_that_does_not_tile_is_refused(wider, message, tmp_path):
     MaeLmForMaskedLM(tiny_mae_lm_config()).save_pretrained(tmp_path)
     with pytest.raises(ValueError, match=message):
         grow_into(MaeLmForMaskedLM(tiny_mae_lm_config(**wider)), str(tmp_path))
+
+
+def test_a_biphasic_model_grows_deeper_but_never_shallower(tmp_path):
+    assert layer_sources(2, 5) == [0, 0, 0, 1, 1]  # each added layer after the one it copies
+    BiphasicEncoderForPreTraining(tiny_biphasic_config(num_hidden_layers=3)).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="has 3 layers, the new model 2: the tiling adds layers and never drops one"):
+        grow_into(BiphasicEncoderForPreTraining(tiny_biphasic_config(**WIDER_BIPHASIC)), str(tmp_path))
 
 
 def test_a_checkpoint_of_another_family_is_refused(tmp_path):

@@ -1,10 +1,11 @@
 """`pretrain --init_from_smaller CKPT`: a model of this package's own families (MAE-LM, biphasic) started from a smaller
-checkpoint of its family, widened so that it computes what the checkpoint computes.
+checkpoint of its family, widened (and, for the biphasic model, deepened) so that it computes what the checkpoint
+computes.
 
 ModernBERT-large was started from ModernBERT-base by center tiling (its weights copied into the middle of the larger
 matrices, norms rescaled), which keeps much of what base learnt but not its outputs. Here the width grows by a whole
 factor k (hidden size, feed-forward size, attention heads and, for the biphasic model, key-value heads, all k times;
-the head size and the depth unchanged), as Net2Net widens a network so that it computes the same function:
+the head size unchanged), as Net2Net widens a network so that it computes the same function:
 
 * every vector of the residual stream is the checkpoint's repeated k times (embeddings, biases and norm weights
   tiled; a LayerNorm or RMSNorm of a vector repeated k times is the norm of the vector, repeated);
@@ -14,10 +15,16 @@ the head size and the depth unchanged), as Net2Net widens a network so that it c
   equal for ever, under any optimizer);
 * a vocabulary projection tied to the input embeddings reads the copies whole, so the norm before it is divided by k.
 
+The biphasic model's pre-norm layers may also grow in number: an added layer copies the layer before it with its
+output projections (attention's and the MLP's) zeroed, so that it adds nothing to the residual stream until they
+learn (as LLaMA Pro's block expansion). MAE-LM's post-norm layers cannot be the identity, so its depth stays.
+
 The logits are the checkpoint's at initialisation (in eval mode; dropout then acts on each copy separately), and the
 encoder's hidden states are the checkpoint's repeated k times, divided by k for a biphasic model with tied
 embeddings (whose last norm feeds the tied projection).
 """
+
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -25,11 +32,19 @@ from transformers import PreTrainedConfig, PreTrainedModel
 
 from ..models._shared.checkpoint_io import checkpoint_model_type
 
-# {model_type: (the width fields that grow k times, the fields the checkpoint and the larger model must share, the
-# norm whose output a tied vocabulary projection reads)}
+
+@dataclass(frozen=True)
+class Family:
+    widths: tuple[str, ...]  # the config fields that grow k times
+    shared: tuple[str, ...]  # the config fields the checkpoint and the larger model must share
+    readout_norm: str  # the norm whose output a tied vocabulary projection reads
+    layers: str | None = None  # where the layers are, for a family that may grow deeper (pre-norm layers only)
+    layer_outputs: tuple[str, ...] = ()  # the projections a layer adds to the residual stream through
+
+
 FAMILIES = {
-    "mae_lm": (
-        (
+    "mae_lm": Family(
+        widths=(
             "hidden_size",
             "num_attention_heads",
             "intermediate_size",
@@ -37,7 +52,8 @@ FAMILIES = {
             "decoder_num_attention_heads",
             "decoder_intermediate_size",
         ),
-        (
+        # Post-norm layers: no layer is the identity, so the depth stays.
+        shared=(
             "num_hidden_layers",
             "decoder_num_hidden_layers",
             "max_position_embeddings",
@@ -47,12 +63,14 @@ FAMILIES = {
             "layer_norm_eps",
             "tie_word_embeddings",
         ),
-        "lm_head.layer_norm",
+        readout_norm="lm_head.layer_norm",
     ),
-    "biphasic": (
-        ("hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size"),
-        ("num_hidden_layers", "head_dim", "hidden_act", "rms_norm_eps", "rope_parameters", "tie_word_embeddings"),
-        "model.norm",
+    "biphasic": Family(
+        widths=("hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size"),
+        shared=("head_dim", "hidden_act", "rms_norm_eps", "rope_parameters", "tie_word_embeddings"),
+        readout_norm="model.norm",
+        layers="model.layers",
+        layer_outputs=("self_attn.o_proj", "mlp.down_proj"),
     ),
 }
 
@@ -60,8 +78,8 @@ FAMILIES = {
 def width_factor(source: PreTrainedConfig, target: PreTrainedConfig, checkpoint: str) -> int:
     """k, the one whole factor by which every width field of `target` is `source`'s; a ValueError naming what
     stops the tiling otherwise."""
-    widths, shared, _ = FAMILIES[target.model_type]
-    for field in shared:
+    family = FAMILIES[target.model_type]
+    for field in family.shared:
         if getattr(source, field) != getattr(target, field):
             raise ValueError(
                 f"--init_from_smaller {checkpoint} has {field} {getattr(source, field)!r}, the new model "
@@ -69,20 +87,32 @@ def width_factor(source: PreTrainedConfig, target: PreTrainedConfig, checkpoint:
                 f"{getattr(source, field)!r} with --config_overrides."
             )
     factor = target.hidden_size // source.hidden_size
-    for field in widths:
+    for field in family.widths:
         if getattr(target, field) != factor * getattr(source, field):
-            shown = ", ".join(f"{name} {getattr(source, name)} -> {getattr(target, name)}" for name in widths)
+            shown = ", ".join(f"{name} {getattr(source, name)} -> {getattr(target, name)}" for name in family.widths)
             raise ValueError(
                 f"--init_from_smaller {checkpoint}: the tiling widens every width by one whole factor (the head size "
                 f"kept), but {shown}; choose a --model_size or --config_overrides whose widths are k times the "
                 "checkpoint's."
             )
-    if factor < 2:
+    if family.layers and target.num_hidden_layers < source.num_hidden_layers:
         raise ValueError(
-            f"--init_from_smaller {checkpoint} is as wide as the new model (hidden_size {source.hidden_size}): "
-            "continue it with --model_name_or_path instead."
+            f"--init_from_smaller {checkpoint} has {source.num_hidden_layers} layers, the new model "
+            f"{target.num_hidden_layers}: the tiling adds layers and never drops one; set num_hidden_layers to "
+            f"{source.num_hidden_layers} or more."
+        )
+    if factor < 2 and target.num_hidden_layers == source.num_hidden_layers:
+        raise ValueError(
+            f"--init_from_smaller {checkpoint} is as large as the new model (hidden_size {source.hidden_size}, "
+            f"{source.num_hidden_layers} layers): continue it with --model_name_or_path instead."
         )
     return factor
+
+
+def layer_sources(source_layers: int, target_layers: int) -> list[int]:
+    """The checkpoint's layer each new layer copies, in order: the added layers spread evenly, each after the layer
+    it copies."""
+    return [index * source_layers // target_layers for index in range(target_layers)]
 
 
 def split_fractions(factor: int, size: int) -> torch.Tensor:
@@ -122,14 +152,24 @@ def grow_into(target: PreTrainedModel, checkpoint: str) -> PreTrainedModel:
     if target.config.vocab_size != source.config.vocab_size:
         # A vocabulary padded for the GPU it trained on (pretrain pads the new model's on CUDA): take its rows.
         target.resize_token_embeddings(source.config.vocab_size, mean_resizing=False)
-    readout = FAMILIES[target.config.model_type][2]
+    family = FAMILIES[target.config.model_type]
     tied = target.get_output_embeddings().weight is target.get_input_embeddings().weight
-    targets = dict(target.named_parameters())  # a tied weight once, as in the source
+    sources = dict(source.named_parameters())  # a tied weight once, as in the target
+    copies = layer_sources(source.config.num_hidden_layers, target.config.num_hidden_layers)
     with torch.no_grad():
-        for name, weight in source.named_parameters():
-            module = source.get_submodule(name.rpartition(".")[0])
-            grown = tiled(weight, targets[name].shape, module, name, factor)
-            if tied and name.startswith(f"{readout}."):
+        for name, parameter in target.named_parameters():
+            source_name, added = name, False
+            if family.layers and name.startswith(f"{family.layers}."):
+                index, _, rest = name.removeprefix(f"{family.layers}.").partition(".")
+                layer = int(index)
+                source_name = f"{family.layers}.{copies[layer]}.{rest}"
+                added = layer > 0 and copies[layer] == copies[layer - 1]
+            module = source.get_submodule(source_name.rpartition(".")[0])
+            grown = tiled(sources[source_name], parameter.shape, module, source_name, factor)
+            if added and rest.rpartition(".")[0] in family.layer_outputs:
+                # An added layer adds nothing to the residual stream yet: the identity, until these learn.
+                grown.zero_()
+            if tied and name.startswith(f"{family.readout_norm}."):
                 grown /= factor  # the tied projection sums the k copies it reads
-            targets[name].copy_(grown)
+            parameter.copy_(grown)
     return target
