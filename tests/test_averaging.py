@@ -5,6 +5,7 @@ one architecture."""
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -73,6 +74,11 @@ def test_the_average_is_saved_as_its_own_model(bert, tmp_path):
 def test_a_bad_decay_is_refused(bert, tmp_path):
     with pytest.raises(ValueError, match=r"--ema_decay must lie in \(0, 1\), got 1.0"):
         build_trainer(tiny_run_arguments("mae_lm", bert, ema_decay=1.0), tiny_training_arguments(tmp_path))
+
+
+def test_a_sharded_run_is_refused():
+    with pytest.raises(ValueError, match="--ema_decay averages whole weights on each device, and FSDP shards them"):
+        EmaCallback(DECAY).on_train_begin(SimpleNamespace(fsdp=["full_shard"]), None, None, model=torch.nn.Linear(2, 2))
 
 
 def test_resuming_without_the_average_or_with_another_decay_is_refused(bert, tmp_path):
