@@ -144,3 +144,12 @@ def test_a_checkpoint_of_another_family_is_refused(tmp_path):
     BiphasicEncoderForPreTraining(tiny_biphasic_config()).save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="is a 'biphasic' checkpoint; this run builds a 'mae_lm' model"):
         grow_into(MaeLmForMaskedLM(tiny_mae_lm_config(**WIDER_MAE_LM)), str(tmp_path))
+
+
+def test_a_grown_biphasic_model_continues_with_mlm_by_default():
+    """Grown from a trained checkpoint, the model continues its training (CPT's default), not a new CLM phase."""
+    recipe = get_recipe("biphasic")
+    args = PretrainArguments(method="biphasic", init_from_smaller="out/small")
+    assert recipe.phases(args) == "mlm:1.0"
+    assert recipe.card_variables(args)["how_trained"].startswith("grown from the smaller checkpoint out/small and")
+    assert recipe.phases(PretrainArguments(method="biphasic")) == "clm:0.25,mlm:0.75"

@@ -156,6 +156,7 @@ MOOT = [
     ("biphasic", {"from_causal_lm": "lm.gguf"}, {"init_from_smaller": "small/"}, "continues lm.gguf: pass one"),
     ("mae_lm", {"init_from_smaller": "mae_lm"}, {"model_size": "small", "config_overrides": "hidden_size=64"}, None),
     ("mae_lm", {"init_from_smaller": "mae_lm"}, {"vocab_size": 500}, "this run uses the tokenizer of .*mae_lm"),
+    ("biphasic", {"init_from_smaller": "mae_lm"}, {"pad_vocab_to_multiple_of": 64}, "keeps the vocabulary of .*mae_lm"),
 ]
 
 

@@ -91,7 +91,7 @@ def write_model_card(
         license="apache-2.0",
         tags=["hf-encoders", recipe.name],
         pipeline_tag=pipeline_tag or recipe.pipeline_tag,
-        base_model=hub_reference(args.starting_checkpoint),
+        base_model=hub_reference(args.starting_checkpoint or args.init_from_smaller),
         datasets=[name for name in map(hub_reference, sources) if name] or None,
     )
     card = ModelCard.from_template(

@@ -106,10 +106,10 @@ def flex_attention_dropout(model) -> float:
 
 def fit_model_to_device(model, args: PretrainArguments, device: Device) -> None:
     """What the run's device changes in the model (training/fast_path.py): the vocabulary of a model built from
-    scratch padded (64 on CUDA), and the attention implementation, flex_attention for MAE-LM on CUDA, which trains
+    scratch padded (64 on CUDA; a model grown from a smaller checkpoint keeps its vocabulary, and so its outputs), and the attention implementation, flex_attention for MAE-LM on CUDA, which trains
     without attention dropout."""
     multiple = vocab_multiple(device, args.pad_vocab_to_multiple_of)
-    if multiple > 1 and not args.starting_checkpoint:
+    if multiple > 1 and not args.starting_checkpoint and not args.init_from_smaller:
         # mean_resizing off: the model is new, its new rows are initialised as the others were.
         model.resize_token_embeddings(pad_to_multiple_of=multiple, mean_resizing=False)
     choice = choose_attention(

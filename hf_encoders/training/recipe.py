@@ -178,6 +178,13 @@ class Recipe:
                     f"--config_overrides shapes a model built from scratch, but {title} continues {start} as it is "
                     f"saved, so they would be ignored. Drop --config_overrides (or {start_option}).",
                 )
+        if args.init_from_smaller:
+            unread.setdefault(
+                "pad_vocab_to_multiple_of",
+                f"--pad_vocab_to_multiple_of pads the vocabulary of a model built from scratch, but this run keeps the "
+                f"vocabulary of {args.init_from_smaller}, so that the grown model's outputs are its own. Drop "
+                "--pad_vocab_to_multiple_of (or --init_from_smaller).",
+            )
         if start and args.init_from_smaller:
             unread.setdefault(
                 "init_from_smaller",

@@ -102,7 +102,9 @@ class BiphasicRecipe(Recipe):
         return model
 
     def phases(self, args) -> str:
-        return args.phases or ("mlm:1.0" if args.starting_checkpoint else "clm:0.25,mlm:0.75")
+        # A model grown from a smaller checkpoint continues its training, as one continued from a checkpoint does.
+        started = args.starting_checkpoint or args.init_from_smaller
+        return args.phases or ("mlm:1.0" if started else "clm:0.25,mlm:0.75")
 
     def callbacks(self, args):
         return [PhaseScheduleCallback.from_string(self.phases(args))]
@@ -132,6 +134,11 @@ class BiphasicRecipe(Recipe):
     def start_in_words(args) -> str:
         """Where an MLM-only run started; a local path by its file or folder name (the card goes to the Hub)."""
         source = args.starting_checkpoint
+        if args.init_from_smaller:
+            grown = args.init_from_smaller
+            return (
+                f"grown from the smaller checkpoint {Path(grown).name if Path(grown).exists() else grown} and trained"
+            )
         if source is None:
             return "trained from scratch"
         kind = "causal language model" if args.from_causal_lm else "checkpoint"
