@@ -61,6 +61,7 @@ def test_the_average_is_saved_as_its_own_model(bert, tmp_path):
     args = tiny_run_arguments("mae_lm", bert, ema_decay=DECAY, validation_split_percentage=None)
     result = pretrain(args, tiny_training_arguments(tmp_path, eval_strategy="no", max_steps=3))
     folder = tmp_path / EMA_FOLDER
+    assert result.summary().endswith(f"; moving average in {folder}")
     loaded = AutoModel.from_pretrained(folder, trust_remote_code=True)  # the encoder, as fine-tuning loads it
     average = ema_of(result.trainer).parameters()
     for name, value in loaded.state_dict().items():

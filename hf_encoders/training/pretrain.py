@@ -143,6 +143,7 @@ class PretrainResult:
     encoder_dir: Path  # what fine-tuning loads: output_dir itself, or TaCL's exported student
     plots: list[Path] = field(default_factory=list)
     preempted: bool = False
+    average_dir: Path | None = None  # the moving average of the weights, with --ema_decay
 
     def summary(self) -> str:
         """The run's last line: where the model to fine-tune, its card and its plots are."""
@@ -151,7 +152,7 @@ class PretrainResult:
                 f"hf-encoders pretrain: stopped early, no final model; {self.output_dir} holds the checkpoint to "
                 "continue from with --resume_from_checkpoint true."
             )
-        return where_line(self.output_dir, self.encoder_dir, self.plots)
+        return where_line(self.output_dir, self.encoder_dir, self.plots, self.average_dir)
 
 
 def card_writer(recipe, args: PretrainArguments, training_args: TrainingArguments, corpus_report: CorpusReport):
@@ -333,7 +334,7 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
         )
         return PretrainResult(trainer, output_dir, output_dir, preempted=True)
     trainer.save_model()
-    encoder_dir = output_dir
+    encoder_dir, average_dir = output_dir, None
     plots = [output_dir / "loss_curve.png"]
     if trainer.is_world_process_zero():  # under DDP every rank gets here; one writes
         log_history = trainer.state.log_history
@@ -360,7 +361,7 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
             )
         if training_args.push_to_hub:
             push_output_dir(trainer)
-    return PretrainResult(trainer, output_dir, encoder_dir, plots)
+    return PretrainResult(trainer, output_dir, encoder_dir, plots, average_dir=average_dir)
 
 
 def pretrain_parser(add_help: bool = True) -> HfArgumentParser:
