@@ -140,6 +140,18 @@ def test_a_biphasic_model_grows_deeper_but_never_shallower(tmp_path):
         grow_into(BiphasicEncoderForPreTraining(tiny_biphasic_config(**WIDER_BIPHASIC)), str(tmp_path))
 
 
+def test_the_checkpoints_padded_vocabulary_is_kept_and_a_larger_tokenizer_refused(tmp_path):
+    torch.manual_seed(0)
+    small = MaeLmForMaskedLM(tiny_mae_lm_config(vocab_size=80)).eval()  # 64 tokens, padded to 80 on a GPU
+    small.save_pretrained(tmp_path)
+    large = grow_into(MaeLmForMaskedLM(tiny_mae_lm_config(**WIDER_MAE_LM)), str(tmp_path)).eval()
+    assert large.config.vocab_size == 80
+    with torch.no_grad():
+        torch.testing.assert_close(large(**batch()).logits, small(**batch()).logits, rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match=r"The tokenizer has 96 tokens but --init_from_smaller .* only 80 embeddings"):
+        grow_into(MaeLmForMaskedLM(tiny_mae_lm_config(vocab_size=96, **WIDER_MAE_LM)), str(tmp_path))
+
+
 def test_a_checkpoint_of_another_family_is_refused(tmp_path):
     BiphasicEncoderForPreTraining(tiny_biphasic_config()).save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="is a 'biphasic' checkpoint; this run builds a 'mae_lm' model"):

@@ -149,8 +149,13 @@ def grow_into(target: PreTrainedModel, checkpoint: str) -> PreTrainedModel:
         )
     factor = width_factor(type(target.config).from_pretrained(checkpoint), target.config, checkpoint)
     source = type(target).from_pretrained(checkpoint)
-    if target.config.vocab_size != source.config.vocab_size:
-        # A vocabulary padded for the GPU it trained on (pretrain pads the new model's on CUDA): take its rows.
+    if target.config.vocab_size > source.config.vocab_size:
+        raise ValueError(
+            f"The tokenizer has {target.config.vocab_size} tokens but --init_from_smaller {checkpoint} only "
+            f"{source.config.vocab_size} embeddings; use the checkpoint's own tokenizer (leave out --tokenizer_name)."
+        )
+    if target.config.vocab_size < source.config.vocab_size:
+        # Its vocabulary padded for the GPU it trained on, past its tokenizer's: the new model takes every row.
         target.resize_token_embeddings(source.config.vocab_size, mean_resizing=False)
     family = FAMILIES[target.config.model_type]
     tied = target.get_output_embeddings().weight is target.get_input_embeddings().weight
