@@ -57,9 +57,10 @@ def test_the_moving_average_is_the_definitions(bert, tmp_path, method):
     assert all(p.device == next(trainer.model.parameters()).device for p in average.values())
 
 
-def test_the_average_is_saved_as_its_own_model(bert, tmp_path):
+def test_the_average_is_saved_as_its_own_model_and_in_every_checkpoint(bert, tmp_path):
     args = tiny_run_arguments("mae_lm", bert, ema_decay=DECAY, validation_split_percentage=None)
-    result = pretrain(args, tiny_training_arguments(tmp_path, eval_strategy="no", max_steps=3))
+    training = tiny_training_arguments(tmp_path, eval_strategy="no", max_steps=3, save_strategy="steps", save_steps=1)
+    result = pretrain(args, training)
     folder = tmp_path / EMA_FOLDER
     assert result.summary().endswith(f"; moving average in {folder}")
     loaded = AutoModel.from_pretrained(folder, trust_remote_code=True)  # the encoder, as fine-tuning loads it
@@ -70,6 +71,16 @@ def test_the_average_is_saved_as_its_own_model(bert, tmp_path):
     card = (folder / "README.md").read_text()
     assert f"exponential moving average of the training weights** (decay {DECAY}, over 3 optimizer steps)" in card
     assert f"(decay {DECAY}), saved as its own model in the folder ema/" in (tmp_path / "README.md").read_text()
+    in_checkpoint = load_file(tmp_path / "checkpoint-3" / "ema.safetensors")
+    assert set(in_checkpoint) == set(average)
+    assert all(torch.equal(in_checkpoint[name], value) for name, value in average.items())
+
+    # A run's last checkpoints, averaged: what `hf-encoders average` is for.
+    checkpoints = [str(tmp_path / f"checkpoint-{step}") for step in (2, 3)]
+    assert main(["average", *checkpoints, "--output_dir", str(tmp_path / "last-two")]) == 0
+    averaged = AutoModelForMaskedLM.from_pretrained(tmp_path / "last-two", trust_remote_code=True)
+    ends = [MaeLmForMaskedLM.from_pretrained(checkpoint).get_input_embeddings().weight for checkpoint in checkpoints]
+    torch.testing.assert_close(averaged.get_input_embeddings().weight, (ends[0] + ends[1]) / 2)
 
 
 def test_a_bad_decay_is_refused(bert, tmp_path):
