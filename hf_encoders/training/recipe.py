@@ -257,7 +257,7 @@ class Recipe:
             )
         if args.init_from_smaller:
             lines.append(
-                f"- initialised from the smaller {args.init_from_smaller}, widened so that its outputs were "
+                f"- initialised from the smaller {args.init_from_smaller}, grown so that its outputs were "
                 "unchanged (its weights tiled)"
             )
         return lines + ([f"- initialised from: {args.starting_checkpoint}"] if args.starting_checkpoint else [])
