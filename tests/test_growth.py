@@ -111,7 +111,10 @@ def test_pretrain_starts_from_the_widened_checkpoint(tmp_path):
         )
     result = pretrain(args, tiny_training_arguments(tmp_path / "out", max_steps=2, eval_strategy="no"))
     assert result.trainer.state.global_step == 2
-    assert f"initialised from the smaller {small_dir}, grown so that its outputs" in (tmp_path / "out" / "README.md").read_text()
+    assert (
+        f"initialised from the smaller {small_dir}, grown so that its outputs"
+        in (tmp_path / "out" / "README.md").read_text()
+    )
 
 
 # (what the new model changes, the refusal)
