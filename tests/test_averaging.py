@@ -95,16 +95,20 @@ def test_a_sharded_run_is_refused():
 
 def test_resuming_without_the_average_or_with_another_decay_is_refused(bert, tmp_path):
     args = tiny_run_arguments("mae_lm", bert, validation_split_percentage=None)
-    training = tiny_training_arguments(tmp_path / "a", eval_strategy="no", max_steps=2, save_strategy="steps")
+    training = tiny_training_arguments(
+        tmp_path / "a", eval_strategy="no", max_steps=1, save_strategy="steps", save_steps=1
+    )
     build_trainer(args, training).train()
-    checkpoint = str(tmp_path / "a" / "checkpoint-2")
+    checkpoint = str(tmp_path / "a" / "checkpoint-1")
     with pytest.raises(ValueError, match=r"holds no ema\.safetensors: it was saved by a run without --ema_decay"):
         build_trainer(replace(args, ema_decay=DECAY), training, resume_from_checkpoint=checkpoint).train(
             resume_from_checkpoint=checkpoint
         )
-    training = tiny_training_arguments(tmp_path / "b", eval_strategy="no", max_steps=2, save_strategy="steps")
+    training = tiny_training_arguments(
+        tmp_path / "b", eval_strategy="no", max_steps=1, save_strategy="steps", save_steps=1
+    )
     build_trainer(replace(args, ema_decay=DECAY), training).train()
-    checkpoint = str(tmp_path / "b" / "checkpoint-2")
+    checkpoint = str(tmp_path / "b" / "checkpoint-1")
     with pytest.raises(ValueError, match=r"with --ema_decay 0\.75, not 0\.5: resume with --ema_decay 0\.75"):
         build_trainer(replace(args, ema_decay=0.5), training, resume_from_checkpoint=checkpoint).train(
             resume_from_checkpoint=checkpoint
