@@ -35,6 +35,10 @@ SUBCOMMANDS = {
         "(SC/TC/QA/IR x rates x seeds) and report",
     ),
     "export": ("hf_encoders.export", "write a checkpoint that loads with no remote code (TaCL student, EuroBERT)"),
+    "average": (
+        "hf_encoders.average",
+        "the (weighted) mean of checkpoints of one model, written as a checkpoint with code, tokenizer and card",
+    ),
     "convert": (
         "hf_encoders.methods.biphasic.convert",
         "turn a Llama-family causal LM into a biphasic encoder checkpoint",

@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; at run time, __getattr__ 
         CheckpointBranchCallback,
         CompleteUploadCallback,
         DiagnosticsCallback,
+        EmaCallback,
         NonFiniteLossCallback,
         PreemptionCallback,
     )
@@ -59,6 +60,7 @@ _LAZY_NAMES = {
         "CheckpointBranchCallback",
         "CompleteUploadCallback",
         "DiagnosticsCallback",
+        "EmaCallback",
         "NonFiniteLossCallback",
         "PreemptionCallback",
     ),

@@ -58,6 +58,8 @@ OPTIONS = {
     "skip_bad_rows": (True, ALL),
     "pad_vocab_to_multiple_of": (8, FROM_SCRATCH),
     "fp8": (True, ALL),
+    "ema_decay": (0.999, ALL),
+    "init_from_smaller": ("small/", set()),  # mae_lm and biphasic from scratch (own_options)
 }
 
 
@@ -111,6 +113,13 @@ def test_an_option_is_read_or_refused_naming_it(bert, method, option):
         ("biphasic", "diagnostics_sentences", "how many sentences --diagnostics_steps probes; add --diagnostics_steps"),
         ("mlm", "hold_encoder_steps", "does not read --hold_encoder_steps; only --method mae_lm does"),
         ("mae_lm", "hold_encoder_steps", "this run starts from scratch, so there is nothing to hold"),
+        (
+            "mlm",
+            "init_from_smaller",
+            "--init_from_smaller tiles a smaller checkpoint of this package's own models into a larger one, so that "
+            "it computes the same outputs; MLM \\(BERT baseline\\)'s model has no such tiling. Drop it, or pre-train "
+            "with --method mae_lm or biphasic",
+        ),
     ],
 )
 def test_the_refusal_says_why(bert, method, option, message):
@@ -144,6 +153,11 @@ MOOT = [
     ("mae_lm", {"masking": "span"}, {"max_span_length": 5, "span_geometric_p": 0.5}, None),
     ("mae_lm", {"masking": "whole_word"}, {"span_geometric_p": 0.5}, "not --masking whole_word"),
     ("tacl", {"diagnostics_steps": 10}, {"diagnostics_sentences": 16}, None),
+    ("mae_lm", {"model_name_or_path": "mae_lm"}, {"init_from_smaller": "small/"}, "continues .*: pass one starting"),
+    ("biphasic", {"from_causal_lm": "lm.gguf"}, {"init_from_smaller": "small/"}, "continues lm.gguf: pass one"),
+    ("mae_lm", {"init_from_smaller": "mae_lm"}, {"model_size": "small", "config_overrides": "hidden_size=64"}, None),
+    ("mae_lm", {"init_from_smaller": "mae_lm"}, {"vocab_size": 500}, "this run uses the tokenizer of .*mae_lm"),
+    ("biphasic", {"init_from_smaller": "mae_lm"}, {"pad_vocab_to_multiple_of": 64}, "keeps the vocabulary of .*mae_lm"),
 ]
 
 

@@ -13,6 +13,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from hf_encoders.methods import METHODS, load
 from hf_encoders.training.arguments import PretrainArguments
+from hf_encoders.training.ema import EmaCallback
 from hf_encoders.training.pretrain import build_trainer, pretrain
 from hf_encoders.training.resume import last_complete_checkpoint, resolve_resume
 from hf_encoders.training.streaming import stream_state_file
@@ -108,6 +109,30 @@ def test_a_killed_run_resumes_exactly(method, masking, bert_init, tmp_path):
     assert_same_weights(resumed, uninterrupted)
     if method == "biphasic":
         assert set(logged(resumed, "clm_loss")) == {1, 2, 3} and set(logged(resumed, "mlm_loss")) == {4, 5, 6}
+
+
+def test_a_killed_run_resumes_its_moving_average_exactly(bert_init, tmp_path):
+    """--ema_decay: the average saved in the checkpoint continues as in the uninterrupted run."""
+    args = method_arguments("mae_lm", bert_init, ema_decay=0.8)
+    uninterrupted = build_trainer(args, training_arguments(tmp_path / "a"))
+    uninterrupted.train()
+    killed = build_trainer(args, training_arguments(tmp_path / "b"))
+    killed.add_callback(KillAt(KILLED_AT))
+    with pytest.raises(KeyboardInterrupt):
+        killed.train()
+    checkpoint = resolve_resume(True, tmp_path / "b")
+    resumed = build_trainer(args, training_arguments(tmp_path / "b"), resume_from_checkpoint=checkpoint)
+    resumed.train(resume_from_checkpoint=checkpoint)
+
+    assert logged(resumed) == logged(uninterrupted)
+    assert_same_weights(resumed, uninterrupted)
+    expected, got = (
+        next(callback for callback in trainer.callback_handler.callbacks if isinstance(callback, EmaCallback))
+        for trainer in (uninterrupted, resumed)
+    )
+    assert int(got.average.n_averaged) == MAX_STEPS
+    for name, value in expected.parameters().items():
+        assert torch.equal(got.parameters()[name], value), name
 
 
 @pytest.mark.parametrize("hold, checkpoint_step", [(3, 2), (2, 2), (3, 4)])

@@ -51,7 +51,7 @@ def test_the_wheel_carries_the_package_the_script_and_the_cards(tmp_path):
     (entry_points,) = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
     assert "hf-encoders = hf_encoders_cli:console" in wheel.read(entry_points).decode()
 
-    cards = {"tacl_student", *(method.card_template for method in METHODS.values())}
+    cards = {"tacl_student", "average", *(method.card_template for method in METHODS.values())}
     for card in cards:
         assert wheel.read(f"hf_encoders/model_cards/{card}.md") == (CARDS / f"{card}.md").read_bytes()
     assert [name for name in names if name.startswith("model_cards/")] == [], "one copy, inside the package"

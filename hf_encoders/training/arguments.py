@@ -104,6 +104,14 @@ class PretrainArguments:
             "adds a decoder 1/3 as deep (at least 1 layer)."
         },
     )
+    init_from_smaller: str | None = field(
+        default=None,
+        metadata={
+            "help": "mae_lm, biphasic: start the new --model_size / --config_overrides model from a smaller checkpoint "
+            "of the method's model, whose widths it multiplies by one whole factor (depth and head size kept), tiled "
+            "so that the new model's outputs at initialisation are the checkpoint's; its tokenizer is the run's."
+        },
+    )
     config_overrides: str | None = field(
         default=None,
         metadata={
@@ -239,6 +247,14 @@ class PretrainArguments:
         metadata={
             "help": "The device's dense peak TFLOP/s in the training precision, for the `mfu` in the logs (known "
             "GPUs: H100, H200, A100 in bf16)."
+        },
+    )
+    ema_decay: float | None = field(
+        default=None,
+        metadata={
+            "help": "Keep an exponential moving average of the weights on the device, updated after every optimizer "
+            "step with this decay (e.g. 0.999), saved in every checkpoint and, at the end, as its own model in "
+            "OUTPUT_DIR/ema/."
         },
     )
     overwrite_output_dir: bool = field(

@@ -15,11 +15,13 @@ config.json says what the model is, not what the run was doing when it was saved
   the model card; each checkpoint's model on a Hub branch of its own (`step-1000`).
 * `DiagnosticsCallback` (diagnostics.py): the papers' representation diagnostics on held-out sentences, every N steps.
 * `MaskingEpochCallback` (masking_epoch.py): tells a reproducible collator which epoch it masks.
+* `EmaCallback` (ema.py): an exponential moving average of the weights, on the device, in every checkpoint.
 """
 
 from .._moved import moved_attribute
 from ..errors import NonFiniteLossError
 from .diagnostics import DiagnosticsCallback, collapse
+from .ema import EmaCallback
 from .hub_callbacks import CheckpointBranchCallback, CompleteUploadCallback
 from .masking_epoch import MaskingEpochCallback
 from .numerics import NonFiniteLossCallback
@@ -29,6 +31,7 @@ __all__ = [
     "CheckpointBranchCallback",
     "CompleteUploadCallback",
     "DiagnosticsCallback",
+    "EmaCallback",
     "MaskingEpochCallback",
     "NonFiniteLossCallback",
     "NonFiniteLossError",

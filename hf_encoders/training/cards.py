@@ -74,6 +74,7 @@ def write_model_card(
     subfolder: str | None = None,
     corpus_report=None,
     run_lines: list[str] = (),
+    note: str | None = None,
 ) -> Path:
     """README.md in `output_dir`, from `model_cards/<template>.md` (default: the method's card).
 
@@ -81,7 +82,8 @@ def write_model_card(
     parent's); `subfolder` is where the folder sits inside that repository or parent (TaCL's student).
     `pipeline_tag` defaults to the recipe's. `corpus_report` (data/corpus_report.py) adds the mixture's sources,
     weights and realised shares, and the bad rows skipped; `run_lines` what else the summary says of the run (the
-    preset it used and what it overrode).
+    preset it used and what it overrode). `note` is a first line of the training summary that says what the folder's
+    weights are, where they are not the last step's (`ema/`: the moving average).
     """
     sources = [args.corpus] if corpus_report is None else [source.name for source in corpus_report.sources]
     corpus_lines = [] if corpus_report is None else corpus_report.lines()
@@ -91,7 +93,7 @@ def write_model_card(
         license="apache-2.0",
         tags=["hf-encoders", recipe.name],
         pipeline_tag=pipeline_tag or recipe.pipeline_tag,
-        base_model=hub_reference(args.starting_checkpoint),
+        base_model=hub_reference(args.starting_checkpoint or args.init_from_smaller),
         datasets=[name for name in map(hub_reference, sources) if name] or None,
     )
     card = ModelCard.from_template(
@@ -102,7 +104,13 @@ def write_model_card(
         on_hub=model_id is not None,
         corpus=", ".join(EMBEDDED_CORPUS if name in (None, "embedded") else name for name in sources),
         training_summary="\n".join(
-            [training_summary(state, tokens_per_step), *recipe.summary_lines(args), *run_lines, *corpus_lines]
+            [
+                *([note] if note else []),
+                training_summary(state, tokens_per_step),
+                *recipe.summary_lines(args),
+                *run_lines,
+                *corpus_lines,
+            ]
         ),
         **recipe.card_variables(args),
     )

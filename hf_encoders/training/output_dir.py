@@ -20,7 +20,8 @@ logger = logging.get_logger(__name__)
 
 MODELS = Path(__file__).parent.parent / "models"
 # What a run writes into its output folder: Trainer's model, tokenizer, state and checkpoints, the model code every
-# checkpoint carries, the card, the plots, the sentence-transformers configuration and TaCL's student.
+# checkpoint carries, the card, the plots, the sentence-transformers configuration, TaCL's student and the moving
+# average of the weights (--ema_decay).
 WRITTEN_PATTERNS = (
     "config.json",
     "generation_config.json",
@@ -44,6 +45,7 @@ WRITTEN_PATTERNS = (
     "1_Pooling",
     "checkpoint-*",
     "student",
+    "ema",
     "runs",
     *sorted({path.name for path in MODELS.glob("*/*.py")} - {"__init__.py"}),
 )
@@ -118,8 +120,9 @@ def trained_step(checkpoint: Path) -> int:
     return json.loads((checkpoint / "trainer_state.json").read_text())["global_step"]
 
 
-def where_line(output_dir: Path, encoder_dir: Path, plots: list[Path]) -> str:
-    """The run's last line: the model to fine-tune, its card and its plots."""
+def where_line(output_dir: Path, encoder_dir: Path, plots: list[Path], average_dir: Path | None = None) -> str:
+    """The run's last line: the model to fine-tune, its card, its plots and the moving average (--ema_decay)."""
     model = str(encoder_dir) if encoder_dir == output_dir else f"{encoder_dir} (training state: {output_dir})"
     shown = ", ".join(str(plot) for plot in plots) or "none"
-    return f"hf-encoders pretrain: model in {model}; card {encoder_dir / 'README.md'}; plots {shown}"
+    average = "" if average_dir is None else f"; moving average in {average_dir}"
+    return f"hf-encoders pretrain: model in {model}; card {encoder_dir / 'README.md'}; plots {shown}{average}"

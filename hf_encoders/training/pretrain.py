@@ -29,6 +29,7 @@ from ..methods import get_method
 from .arguments import TRAINER_OPTION_HELP, PretrainArguments
 from .cards import write_model_card
 from .diagnostics import DiagnosticsCallback
+from .ema import EMA_FOLDER, EmaCallback
 from .fast_path import (
     Device,
     attention_dropout_given,
@@ -116,10 +117,10 @@ def flex_attention_dropout(model) -> float:
 
 def fit_model_to_device(model, args: PretrainArguments, device: Device) -> None:
     """What the run's device changes in the model (training/fast_path.py): the vocabulary of a model built from
-    scratch padded (64 on CUDA), and the attention implementation, flex_attention for MAE-LM on CUDA, which trains
+    scratch padded (64 on CUDA; a model grown from a smaller checkpoint keeps its vocabulary, and so its outputs), and the attention implementation, flex_attention for MAE-LM on CUDA, which trains
     without attention dropout."""
     multiple = vocab_multiple(device, args.pad_vocab_to_multiple_of)
-    if multiple > 1 and not args.starting_checkpoint:
+    if multiple > 1 and not args.starting_checkpoint and not args.init_from_smaller:
         # mean_resizing off: the model is new, its new rows are initialised as the others were.
         model.resize_token_embeddings(pad_to_multiple_of=multiple, mean_resizing=False)
     choice = choose_attention(
@@ -160,6 +161,7 @@ class PretrainResult:
     encoder_dir: Path  # what fine-tuning loads: output_dir itself, or TaCL's exported student
     plots: list[Path] = field(default_factory=list)
     preempted: bool = False
+    average_dir: Path | None = None  # the moving average of the weights, with --ema_decay
 
     def summary(self) -> str:
         """The run's last line: where the model to fine-tune, its card and its plots are."""
@@ -168,7 +170,7 @@ class PretrainResult:
                 f"hf-encoders pretrain: stopped early, no final model; {self.output_dir} holds the checkpoint to "
                 "continue from with --resume_from_checkpoint true."
             )
-        return where_line(self.output_dir, self.encoder_dir, self.plots)
+        return where_line(self.output_dir, self.encoder_dir, self.plots, self.average_dir)
 
 
 def card_writer(recipe, args: PretrainArguments, training_args: TrainingArguments, corpus_report: CorpusReport):
@@ -300,6 +302,7 @@ def build_trainer(
         callbacks=[
             *recipe.callbacks(args),
             *diagnostics_callbacks(args, tokenizer, validation_documents),
+            *([] if args.ema_decay is None else [EmaCallback(args.ema_decay, resume_from=resume_from_checkpoint)]),
             MaskingEpochCallback(collator),
             NonFiniteLossCallback(),
             PreemptionCallback(),
@@ -313,6 +316,23 @@ def build_trainer(
         )
         trainer.add_callback(CheckpointBranchCallback(trainer.hub_model_id, write_card))
     return trainer
+
+
+def save_average(trainer: Trainer, recipe, output_dir: Path, write_card) -> Path | None:
+    """The moving average of a run with --ema_decay, as a model of its own in OUTPUT_DIR/ema/: the encoder that
+    fine-tuning loads (TaCL's student), its code, the tokenizer and a card that says what the weights are."""
+    ema = next((callback for callback in trainer.callback_handler.callbacks if isinstance(callback, EmaCallback)), None)
+    if ema is None:
+        return None
+    folder = output_dir / EMA_FOLDER
+    recipe.encoder(ema.average.module).save_pretrained(folder)
+    trainer.processing_class.save_pretrained(folder)
+    note = (
+        f"- **weights: the exponential moving average of the training weights** (decay {ema.decay}, over "
+        f"{int(ema.average.n_averaged)} optimizer steps), not the last step's, which the parent folder holds"
+    )
+    write_card(folder, trainer.state, template=recipe.encoder_card_template, subfolder=EMA_FOLDER, note=note)
+    return folder
 
 
 def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> PretrainResult:
@@ -335,7 +355,7 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
         )
         return PretrainResult(trainer, output_dir, output_dir, preempted=True)
     trainer.save_model()
-    encoder_dir = output_dir
+    encoder_dir, average_dir = output_dir, None
     plots = [output_dir / "loss_curve.png"]
     if trainer.is_world_process_zero():  # under DDP every rank gets here; one writes
         log_history = trainer.state.log_history
@@ -355,9 +375,14 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
         # are untrained); one continued from a checkpoint keeps the limit it came with.
         max_seq_length = None if args.starting_checkpoint else args.block_size
         write_sentence_transformers_config(encoder_dir, recipe.encoder(trainer.model), max_seq_length=max_seq_length)
+        average_dir = save_average(trainer, recipe, output_dir, write_card)
+        if average_dir is not None:
+            write_sentence_transformers_config(
+                average_dir, recipe.encoder(trainer.model), max_seq_length=max_seq_length
+            )
         if training_args.push_to_hub:
             push_output_dir(trainer)
-    return PretrainResult(trainer, output_dir, encoder_dir, plots)
+    return PretrainResult(trainer, output_dir, encoder_dir, plots, average_dir=average_dir)
 
 
 def pretrain_parser(add_help: bool = True) -> HfArgumentParser:

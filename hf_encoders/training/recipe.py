@@ -16,6 +16,7 @@ from ..data.packing import pack_bert_style, tokenize_documents
 from ..data.tokenizer import load_or_train_tokenizer, load_tokenizer
 from ..methods import METHODS, Method, get_method, load
 from .arguments import PretrainArguments
+from .ema import EMA_FOLDER, check_ema_decay
 from .model_sizes import parse_config_overrides
 
 # The options every method reads: the corpus, validation, measuring and output options `pretrain` handles itself, and
@@ -46,6 +47,7 @@ COMMON_OPTIONS = (
     "tokenized_dir",
     "skip_bad_rows",
     "fp8",
+    "ema_decay",
 )
 
 
@@ -72,6 +74,8 @@ class Recipe:
     )
     # The config class --config_overrides shape (None: the method takes none).
     config_class: type[PreTrainedConfig] | None = None
+    # The card template of the model `encoder` picks out (None: the method's own card).
+    encoder_card_template: str | None = None
     # The pipeline tag the output folder's model card declares.
     pipeline_tag: str | None = "fill-mask"
     # The evaluation log's language-modelling loss, whose exp is `eval_perplexity`.
@@ -95,11 +99,12 @@ class Recipe:
         return self.method.name
 
     def build_tokenizer(self, args, documents: Dataset) -> PreTrainedTokenizerBase:
-        """`--tokenizer_name`, else the tokenizer saved with `--model_name_or_path` (its embeddings read those ids),
-        else a WordPiece one trained on the corpus."""
-        if args.tokenizer_name is None and args.model_name_or_path is not None:
+        """`--tokenizer_name`, else the tokenizer saved with `--model_name_or_path` or `--init_from_smaller` (its
+        embeddings read those ids), else a WordPiece one trained on the corpus."""
+        checkpoint = args.model_name_or_path or args.init_from_smaller
+        if args.tokenizer_name is None and checkpoint is not None:
             fix = "Pass the folder of a checkpoint saved with its tokenizer, or --tokenizer_name."
-            return load_tokenizer(args.model_name_or_path, fix=fix)
+            return load_tokenizer(checkpoint, fix=fix)
         trained = {} if args.vocab_size is None else {"vocab_size": args.vocab_size}  # else train_wordpiece_tokenizer's
         return load_or_train_tokenizer(args.tokenizer_name, documents["text"], **trained)
 
@@ -121,6 +126,8 @@ class Recipe:
         for option in options_set(args):
             if option in unread:
                 raise ValueError(unread[option])
+        if args.ema_decay is not None:
+            check_ema_decay(args.ema_decay)
         if args.config_overrides and self.config_class is not None:  # a mistyped field fails before the corpus is read
             parse_config_overrides(args.config_overrides, self.config_class)
 
@@ -136,6 +143,12 @@ class Recipe:
             for option in fields(PretrainArguments)
             if option.name not in self.options
         }
+        if "init_from_smaller" in unread:
+            unread["init_from_smaller"] = (
+                f"--init_from_smaller tiles a smaller checkpoint of this package's own models into a larger one, so "
+                f"that it computes the same outputs; {title}'s model has no such tiling. Drop it, or pre-train with "
+                f"--method {' or '.join(name for name in METHODS if 'init_from_smaller' in get_recipe(name).options)}."
+            )
         if "from_causal_lm" in unread:
             unread["from_causal_lm"] = (
                 f"--from_causal_lm converts a causal LM for the biphasic method; {title} cannot start from one. Drop "
@@ -166,11 +179,25 @@ class Recipe:
                     f"--config_overrides shapes a model built from scratch, but {title} continues {start} as it is "
                     f"saved, so they would be ignored. Drop --config_overrides (or {start_option}).",
                 )
-        if args.tokenizer_name or start:
+        if args.init_from_smaller:
+            unread.setdefault(
+                "pad_vocab_to_multiple_of",
+                f"--pad_vocab_to_multiple_of pads the vocabulary of a model built from scratch, but this run keeps the "
+                f"vocabulary of {args.init_from_smaller}, so that the grown model's outputs are its own. Drop "
+                "--pad_vocab_to_multiple_of (or --init_from_smaller).",
+            )
+        if start and args.init_from_smaller:
+            unread.setdefault(
+                "init_from_smaller",
+                f"--init_from_smaller starts a new, larger model from a smaller checkpoint, but this run continues "
+                f"{start}: pass one starting point.",
+            )
+        if args.tokenizer_name or start or args.init_from_smaller:
             unread.setdefault(
                 "vocab_size",
                 f"--vocab_size sizes a tokenizer trained on the corpus, but this run uses the tokenizer of "
-                f"{args.tokenizer_name or start}. Drop --vocab_size (or --tokenizer_name, to train one).",
+                f"{args.tokenizer_name or start or args.init_from_smaller}. Drop --vocab_size (or --tokenizer_name, to "
+                "train one).",
             )
         if args.masking != "span":
             for option in ("max_span_length", "span_geometric_p"):
@@ -224,6 +251,16 @@ class Recipe:
             args.masking, f"spans of Geometric({args.span_geometric_p}) words, at most {args.max_span_length}"
         )
         lines = [f"- masking ratio: {ratio:.0%}", f"- masking unit: {unit}"]
+        if args.ema_decay is not None:
+            lines.append(
+                f"- exponential moving average of the weights kept during training (decay {args.ema_decay}), saved "
+                f"as its own model in the folder {EMA_FOLDER}/ of the training output"
+            )
+        if args.init_from_smaller:
+            lines.append(
+                f"- initialised from the smaller {args.init_from_smaller}, grown so that its outputs were "
+                "unchanged (its weights tiled)"
+            )
         return lines + ([f"- initialised from: {args.starting_checkpoint}"] if args.starting_checkpoint else [])
 
     def card_variables(self, args) -> dict[str, str]:

@@ -7,11 +7,14 @@ loss is finite. `log()` adds the terms, `eval_perplexity`, throughput and what t
 (`report_to`), `state.log_history` and every callback get the same log, whatever the order of the callbacks.
 """
 
+from pathlib import Path
+
 from transformers import Trainer
 from transformers.trainer_pt_utils import find_batch_size
 
 from .measures import TermMeans, Throughput, check_peak_tflops, loss_terms, perplexity
 from .numerics import NonFiniteLossCallback
+from .resume import CHECKPOINT_PATTERN
 
 
 class PretrainingTrainer(Trainer):
@@ -29,7 +32,8 @@ class PretrainingTrainer(Trainer):
       validation curve compares like with like.
 
     A `NonFiniteLossCallback` among the callbacks gets every training loss; a callback with a
-    `measures_for_log(state, logs)` method adds what it returns to every log.
+    `measures_for_log(state, logs)` method adds what it returns to every log, and one with a
+    `checkpoint_files(folder)` method writes its state into every checkpoint (`EmaCallback`: the average).
     """
 
     def __init__(
@@ -94,7 +98,17 @@ class PretrainingTrainer(Trainer):
             logs.update(self.throughput.pop(logs, self.args.device, world_size))
         super().log(logs, start_time)
 
-    # ---- evaluating and resuming ----
+    # ---- evaluating, checkpointing and resuming ----
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        super().save_model(output_dir, _internal_call=_internal_call)
+        # A checkpoint gets its weights first and trainer_state.json last (training/resume.py): what a callback
+        # writes here is in every checkpoint that resuming takes for complete.
+        folder = Path(output_dir or self.args.output_dir)
+        if self.args.should_save and CHECKPOINT_PATTERN.match(folder.name):
+            for callback in self.callback_handler.callbacks:
+                if hasattr(callback, "checkpoint_files"):
+                    callback.checkpoint_files(folder)
 
     def _issue_warnings_after_load(self, load_result) -> None:
         """On resume, a tied weight (MAE-LM's vocabulary projection, the input embedding itself) is not in the

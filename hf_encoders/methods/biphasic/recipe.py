@@ -15,6 +15,7 @@ from pathlib import Path
 from ...data.packing import pack_llama_style
 from ...models.biphasic import BiphasicConfig, BiphasicEncoderForPreTraining
 from ...models.biphasic.configuration_biphasic import PRESETS
+from ...training.growth import grow_into
 from ...training.model_sizes import sized_config_kwargs
 from ...training.recipe import Recipe
 from .conversion import fit_model_to_tokenizer, from_causal_lm, load_causal_lm_tokenizer, prepare_tokenizer
@@ -35,7 +36,7 @@ SIZES = {
 class BiphasicRecipe(Recipe):
     config_class = BiphasicConfig
     packing_style = "Llama-style blocks (documents started by BOS and ended by EOS)"
-    options = (*Recipe.options, "from_causal_lm", "pack_documents", "phases")
+    options = (*Recipe.options, "from_causal_lm", "pack_documents", "phases", "init_from_smaller")
     # Perplexity is the masked-LM one: a CLM-phase evaluation (eval_loss = eval_clm_loss, a causal LM's) logs none.
     perplexity_loss = "eval_mlm_loss"
 
@@ -91,6 +92,8 @@ class BiphasicRecipe(Recipe):
                 **{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides, self.config_class)}
             )
             model = BiphasicEncoderForPreTraining(config)
+            if args.init_from_smaller:
+                model = grow_into(model, args.init_from_smaller)
         if args.block_size > model.config.max_position_embeddings:
             raise ValueError(
                 f"--block_size {args.block_size} exceeds the model's max_position_embeddings "
@@ -99,7 +102,9 @@ class BiphasicRecipe(Recipe):
         return model
 
     def phases(self, args) -> str:
-        return args.phases or ("mlm:1.0" if args.starting_checkpoint else "clm:0.25,mlm:0.75")
+        # A model grown from a smaller checkpoint continues its training, as one continued from a checkpoint does.
+        started = args.starting_checkpoint or args.init_from_smaller
+        return args.phases or ("mlm:1.0" if started else "clm:0.25,mlm:0.75")
 
     def callbacks(self, args):
         return [PhaseScheduleCallback.from_string(self.phases(args))]
@@ -129,6 +134,11 @@ class BiphasicRecipe(Recipe):
     def start_in_words(args) -> str:
         """Where an MLM-only run started; a local path by its file or folder name (the card goes to the Hub)."""
         source = args.starting_checkpoint
+        if args.init_from_smaller:
+            grown = args.init_from_smaller
+            return (
+                f"grown from the smaller checkpoint {Path(grown).name if Path(grown).exists() else grown} and trained"
+            )
         if source is None:
             return "trained from scratch"
         kind = "causal language model" if args.from_causal_lm else "checkpoint"

@@ -3,6 +3,7 @@ pretrained BERT-family encoder (`--model_name_or_path`, dispatched on its model_
 
 from ...models._shared.checkpoint_io import checkpoint_model_type
 from ...models.mae_lm import MaeLmConfig, MaeLmForMaskedLM
+from ...training.growth import grow_into
 from ...training.model_sizes import parse_config_overrides, sized_config_kwargs
 from ...training.recipe import BertBlocksRecipe, Recipe
 from .conversion import from_encoder
@@ -33,7 +34,13 @@ SIZES = {
 
 class MaeLmRecipe(BertBlocksRecipe):
     config_class = MaeLmConfig
-    options = (*Recipe.options, "pack_documents", "mask_in_encoder_fraction", "hold_encoder_steps")
+    options = (
+        *Recipe.options,
+        "pack_documents",
+        "mask_in_encoder_fraction",
+        "hold_encoder_steps",
+        "init_from_smaller",
+    )
 
     def check_arguments(self, args) -> None:
         delta = args.mask_in_encoder_fraction
@@ -89,7 +96,8 @@ class MaeLmRecipe(BertBlocksRecipe):
         config = MaeLmConfig(
             **{**settings, **sized_config_kwargs(SIZES, args.model_size, args.config_overrides, self.config_class)}
         )
-        return MaeLmForMaskedLM(config)
+        model = MaeLmForMaskedLM(config)
+        return grow_into(model, args.init_from_smaller) if args.init_from_smaller else model
 
     def overrides_apply_to(self, start: str) -> bool:
         # A converted encoder gets a new decoder, which they shape; an MAE-LM checkpoint is continued as it is.

@@ -48,6 +48,7 @@ class TaclRecipe(Recipe):
     options = (*COMMON_OPTIONS, *CONFIG_OPTIONS.values())
     # The output folder is a training state, which no pipeline runs; its student is a fill-mask model.
     pipeline_tag = None
+    encoder_card_template = "tacl_student"
     packing_style = "sentence pairs (BERT's next-sentence prediction)"
     perplexity_loss = "eval_mlm_loss"  # eval_loss adds the contrastive and NSP terms
     no_packed_documents = (
@@ -120,7 +121,11 @@ class TaclRecipe(Recipe):
         trainer.model.save_student(student_dir, tokenizer=trainer.processing_class)
         if write_card is not None:
             write_card(
-                student_dir, trainer.state, template="tacl_student", pipeline_tag="fill-mask", subfolder=STUDENT_FOLDER
+                student_dir,
+                trainer.state,
+                template=self.encoder_card_template,
+                pipeline_tag="fill-mask",
+                subfolder=STUDENT_FOLDER,
             )
         return student_dir
 
