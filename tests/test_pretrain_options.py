@@ -33,6 +33,8 @@ OPTIONS = {
     "attn_implementation": ("eager", ALL),
     "block_size": (64, ALL),
     "mlm_probability": (0.3, ALL),
+    "mlm_probability_schedule": ("0.3:0.9,0.15:0.1", ALL),
+    "batch_size_warmup_tokens": (100_000, ALL),
     "masking": ("whole_word", ALL),
     "max_span_length": (5, set()),  # read with --masking span only
     "span_geometric_p": (0.5, set()),
@@ -143,6 +145,9 @@ MOOT = [
     ("mae_lm", {"masking": "span"}, {"max_span_length": 5, "span_geometric_p": 0.5}, None),
     ("mae_lm", {"masking": "whole_word"}, {"span_geometric_p": 0.5}, "not --masking whole_word"),
     ("tacl", {"diagnostics_steps": 10}, {"diagnostics_sentences": 16}, None),
+    ("mlm", {"mlm_probability_schedule": "0.3:0.5,0.15:0.5"}, {"mlm_probability": 0.2}, "moot with --mlm_probability_"),
+    ("biphasic", {}, {"mlm_probability_schedule": "0.3:0.5,0.15:0.6"}, "fractions must sum to 1 .*got 1.1"),
+    ("mae_lm", {}, {"batch_size_warmup_tokens": 0}, "must be a positive number of tokens, got 0"),
 ]
 
 

@@ -132,6 +132,23 @@ class PretrainArguments:
         },
     )
     mlm_probability: float | None = field(default=None, metadata={"help": "Masking ratio (default: the method's own)."})
+    mlm_probability_schedule: str | None = field(
+        default=None,
+        metadata={
+            "help": "Masking ratio by phase, RATE:FRACTION of max_steps in order, the fractions summing to 1 (e.g. "
+            "0.3:0.9,0.15:0.1: an annealing phase at a lower ratio). Each batch is masked at every rate named and "
+            "trained with the rate of its step, logged as mlm_probability; evaluation masks at the last rate. "
+            "Replaces --mlm_probability."
+        },
+    )
+    batch_size_warmup_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "Grow the batch linearly over the first N tokens trained on, from one micro-batch to "
+            "--gradient_accumulation_steps of them (each micro-batch keeps its shape); the micro-batches a warm-up "
+            "step leaves out are read and not trained on. Logged as batch_size (sequences per step)."
+        },
+    )
     masking: str = field(
         default="token",
         metadata={

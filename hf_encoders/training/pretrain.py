@@ -48,6 +48,7 @@ from .output_dir import prepare_output_dir, where_line
 from .preemption import PreemptionCallback
 from .recipe import get_recipe
 from .resume import resolve_resume
+from .schedules import BatchSizeWarmupCallback, MlmProbabilityScheduleCallback, parse_mlm_probability_schedule
 from .sentence_transformers_config import write_sentence_transformers_config
 from .streaming import StreamingPretrainingTrainer, stream_for_this_rank
 from .trainer import PretrainingTrainer
@@ -212,6 +213,16 @@ def diagnostics_callbacks(args: PretrainArguments, tokenizer, validation_documen
     return [DiagnosticsCallback(args.diagnostics_steps, tokenizer, probe, max_length=args.block_size)]
 
 
+def schedule_callbacks(args: PretrainArguments) -> list[TrainerCallback]:
+    """The schedules every method can train with (training/schedules.py)."""
+    callbacks: list[TrainerCallback] = []
+    if args.mlm_probability_schedule:
+        callbacks.append(MlmProbabilityScheduleCallback(parse_mlm_probability_schedule(args.mlm_probability_schedule)))
+    if args.batch_size_warmup_tokens is not None:
+        callbacks.append(BatchSizeWarmupCallback(args.batch_size_warmup_tokens, args.block_size))
+    return callbacks
+
+
 def build_trainer(
     args: PretrainArguments, training_args: TrainingArguments, resume_from_checkpoint: str | None = None
 ) -> Trainer:
@@ -278,6 +289,7 @@ def build_trainer(
         peak_tflops=args.peak_tflops,
         callbacks=[
             *recipe.callbacks(args),
+            *schedule_callbacks(args),
             *diagnostics_callbacks(args, tokenizer, validation_documents),
             MaskingEpochCallback(collator),
             NonFiniteLossCallback(),

@@ -17,6 +17,7 @@ from ..data.tokenizer import load_or_train_tokenizer, load_tokenizer
 from ..methods import METHODS, Method, get_method, load
 from .arguments import PretrainArguments
 from .model_sizes import parse_config_overrides
+from .schedules import parse_mlm_probability_schedule
 
 # The options every method reads: the corpus, validation, measuring and output options `pretrain` handles itself, and
 # the tokenizer, block and masking options every recipe passes on (the span options only with --masking span).
@@ -32,6 +33,8 @@ COMMON_OPTIONS = (
     "attn_implementation",
     "block_size",
     "mlm_probability",
+    "mlm_probability_schedule",
+    "batch_size_warmup_tokens",
     "masking",
     "max_span_length",
     "span_geometric_p",
@@ -109,8 +112,12 @@ class Recipe:
         raise NotImplementedError
 
     def build_collator(self, args, tokenizer: PreTrainedTokenizerBase):
-        """The method's collator; its own masking ratio unless `--mlm_probability` is given."""
+        """The method's collator; its own masking ratio unless `--mlm_probability` is given, or with
+        `--mlm_probability_schedule` every rate of the schedule (and the last one for evaluation)."""
         ratio = {} if args.mlm_probability is None else {"mlm_probability": args.mlm_probability}
+        if args.mlm_probability_schedule:
+            schedule = parse_mlm_probability_schedule(args.mlm_probability_schedule)
+            ratio = {"mlm_probability": schedule.phases[-1][0], "mlm_probabilities": schedule.values}
         unit = dict(masking=args.masking, max_span_length=args.max_span_length, span_geometric_p=args.span_geometric_p)
         return load(self.method.collator)(tokenizer, pad_to_multiple_of=8, **ratio, **unit)
 
@@ -122,6 +129,12 @@ class Recipe:
                 raise ValueError(unread[option])
         if args.config_overrides and self.config_class is not None:  # a mistyped field fails before the corpus is read
             parse_config_overrides(args.config_overrides, self.config_class)
+        if args.mlm_probability_schedule:
+            parse_mlm_probability_schedule(args.mlm_probability_schedule)
+        if args.batch_size_warmup_tokens is not None and args.batch_size_warmup_tokens < 1:
+            raise ValueError(
+                f"--batch_size_warmup_tokens must be a positive number of tokens, got {args.batch_size_warmup_tokens}."
+            )
 
     def check_resume(self, args, training_args, checkpoint: str) -> None:
         """Refuse to resume `checkpoint` with options that would not continue it exactly (a method's own rules)."""
@@ -174,6 +187,11 @@ class Recipe:
         if args.masking != "span":
             for option in ("max_span_length", "span_geometric_p"):
                 unread[option] = f"--{option} shapes the spans of --masking span, not --masking {args.masking}."
+        if args.mlm_probability_schedule:
+            unread["mlm_probability"] = (
+                "--mlm_probability is moot with --mlm_probability_schedule, which sets the ratio of every step; drop "
+                "--mlm_probability, or put its ratio in the schedule."
+            )
         if args.diagnostics_steps is None:
             unread["diagnostics_sentences"] = (
                 "--diagnostics_sentences sets how many sentences --diagnostics_steps probes; add --diagnostics_steps N "
@@ -222,7 +240,10 @@ class Recipe:
         unit = {"token": "tokens", "whole_word": "whole words"}.get(
             args.masking, f"spans of Geometric({args.span_geometric_p}) words, at most {args.max_span_length}"
         )
-        lines = [f"- masking ratio: {ratio:.0%}", f"- masking unit: {unit}"]
+        ratio_line = f"- masking ratio: {ratio:.0%}"
+        if args.mlm_probability_schedule:
+            ratio_line = f"- masking ratio (rate:fraction of steps): {args.mlm_probability_schedule}"
+        lines = [ratio_line, f"- masking unit: {unit}"]
         return lines + ([f"- initialised from: {args.starting_checkpoint}"] if args.starting_checkpoint else [])
 
     def card_variables(self, args) -> dict[str, str]:
