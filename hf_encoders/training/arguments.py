@@ -131,6 +131,15 @@ class PretrainArguments:
             "cache's block size)."
         },
     )
+    block_size_schedule: str | None = field(
+        default=None,
+        metadata={
+            "help": "Block length by phase, LENGTH:FRACTION[:ROPE_THETA] of max_steps in order, the fractions summing "
+            "to 1 (e.g. 128:0.9,512:0.1:160000: context extension, biphasic with a larger RoPE θ). Each phase packs "
+            "the documents after those the previous one read; --max_steps required; the model's positions cover the "
+            "longest block, and validation uses it. Replaces --block_size."
+        },
+    )
     mlm_probability: float | None = field(default=None, metadata={"help": "Masking ratio (default: the method's own)."})
     mlm_probability_schedule: str | None = field(
         default=None,
@@ -262,6 +271,16 @@ class PretrainArguments:
     def __post_init__(self):
         if isinstance(self.corpus, list):  # --corpus given more than once
             self.corpus = ",".join(self.corpus)
+        if self.block_size_schedule:  # every length-dependent part of the run (positions, validation) takes the longest
+            from .schedules import longest_block  # here: --help imports no torch
+
+            longest = longest_block(self.block_size_schedule)
+            if self.block_size not in (None, longest):
+                raise ValueError(
+                    f"--block_size {self.block_size} is moot with --block_size_schedule, which sets the length of every "
+                    "phase; drop --block_size."
+                )
+            self.block_size = longest
         if self.block_size is None:  # a cache's blocks have one size: the run takes it (and refuses another given)
             from_cache = self.tokenized_dir is not None and recorded_block_size(self.tokenized_dir)
             self.block_size = from_cache or DEFAULT_BLOCK_SIZE

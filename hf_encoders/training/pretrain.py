@@ -45,10 +45,17 @@ from .loss_curves import plot_loss_curves
 from .masking_epoch import MaskingEpochCallback
 from .numerics import NonFiniteLossCallback
 from .output_dir import prepare_output_dir, where_line
+from .phased_blocks import phased_blocks
 from .preemption import PreemptionCallback
 from .recipe import get_recipe
 from .resume import resolve_resume
-from .schedules import BatchSizeWarmupCallback, MlmProbabilityScheduleCallback, parse_mlm_probability_schedule
+from .schedules import (
+    BatchSizeWarmupCallback,
+    MlmProbabilityScheduleCallback,
+    RopeThetaScheduleCallback,
+    parse_block_size_schedule,
+    parse_mlm_probability_schedule,
+)
 from .sentence_transformers_config import write_sentence_transformers_config
 from .streaming import StreamingPretrainingTrainer, stream_for_this_rank
 from .trainer import PretrainingTrainer
@@ -202,7 +209,37 @@ def training_data(recipe, args: PretrainArguments, training_args: TrainingArgume
     recipe.check_tokenizer(args, tokenizer)
     if args.streaming:  # after the tokenizer, which a run trains on the whole corpus whatever its number of ranks
         documents = stream_for_this_rank(documents, training_args)
+    if args.block_size_schedule:
+        return TrainingData(
+            tokenizer, planned_blocks(recipe, args, training_args, tokenizer, documents), validation_documents, report
+        )
     return TrainingData(tokenizer, recipe.build_dataset(args, tokenizer, documents), validation_documents, report)
+
+
+def planned_blocks(recipe, args: PretrainArguments, training_args: TrainingArguments, tokenizer, documents) -> Dataset:
+    """The blocks of every phase of `--block_size_schedule`, in the order the run trains on them (phased_blocks.py)."""
+    if training_args.max_steps <= 0:
+        raise ValueError("--block_size_schedule plans its phases in steps: pass --max_steps.")
+    if training_args.train_sampling_strategy not in ("random", "sequential"):
+        raise ValueError(
+            f"--block_size_schedule orders the blocks itself (shuffled within each phase); drop "
+            f"--train_sampling_strategy {training_args.train_sampling_strategy}."
+        )
+    training_args.train_sampling_strategy = "sequential"
+    rows_per_step = (
+        training_args.per_device_train_batch_size * training_args.world_size * training_args.gradient_accumulation_steps
+    )
+    seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
+    return phased_blocks(
+        lambda length, chunk: recipe.build_dataset(
+            replace(args, block_size=length, block_size_schedule=None), tokenizer, chunk
+        ),
+        documents,
+        parse_block_size_schedule(args.block_size_schedule),
+        training_args.max_steps,
+        rows_per_step,
+        seed,
+    )
 
 
 def diagnostics_callbacks(args: PretrainArguments, tokenizer, validation_documents) -> list[TrainerCallback]:
@@ -218,8 +255,14 @@ def schedule_callbacks(args: PretrainArguments) -> list[TrainerCallback]:
     callbacks: list[TrainerCallback] = []
     if args.mlm_probability_schedule:
         callbacks.append(MlmProbabilityScheduleCallback(parse_mlm_probability_schedule(args.mlm_probability_schedule)))
+    first_length = args.block_size
+    if args.block_size_schedule:
+        schedule = parse_block_size_schedule(args.block_size_schedule)
+        first_length = schedule.phases[0][0].length
+        if any(phase.rope_theta is not None for phase, _ in schedule.phases):
+            callbacks.append(RopeThetaScheduleCallback(schedule))
     if args.batch_size_warmup_tokens is not None:
-        callbacks.append(BatchSizeWarmupCallback(args.batch_size_warmup_tokens, args.block_size))
+        callbacks.append(BatchSizeWarmupCallback(args.batch_size_warmup_tokens, first_length))
     return callbacks
 
 

@@ -10,14 +10,39 @@ from dataclasses import fields
 from pathlib import Path
 
 from datasets import Dataset
-from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
+from transformers import AutoConfig, PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
 from ..data.packing import pack_bert_style, tokenize_documents
 from ..data.tokenizer import load_or_train_tokenizer, load_tokenizer
 from ..methods import METHODS, Method, get_method, load
 from .arguments import PretrainArguments
 from .model_sizes import parse_config_overrides
-from .schedules import parse_mlm_probability_schedule
+from .schedules import parse_block_size_schedule, parse_mlm_probability_schedule
+
+# Encoders whose position ids start after the padding index (transformers' RoBERTa family): they cover fewer tokens
+# than max_position_embeddings, as TaclForPreTraining.max_sequence_length counts.
+POSITIONS_AFTER_PADDING = ("roberta", "xlm-roberta", "camembert", "data2vec-text")
+
+
+def position_table_length(encoder: str) -> int | None:
+    """The longest input the position table of the checkpoint `encoder` covers, read from its config alone (no weights
+    load); None where its config says none or cannot be read (the model's own loading then names what is wrong)."""
+    try:
+        config = AutoConfig.from_pretrained(encoder)
+    except (OSError, ValueError):
+        return None
+    limit = getattr(config, "max_position_embeddings", None)
+    if limit is not None and config.model_type in POSITIONS_AFTER_PADDING:
+        limit -= config.pad_token_id + 1
+    return limit
+
+
+def block_length_words(args) -> str:
+    """The longest block of the run, as the options given say it."""
+    if args.block_size_schedule:
+        return f"--block_size_schedule's longest block ({args.block_size} tokens)"
+    return f"--block_size {args.block_size}"
+
 
 # The options every method reads: the corpus, validation, measuring and output options `pretrain` handles itself, and
 # the tokenizer, block and masking options every recipe passes on (the span options only with --masking span).
@@ -35,6 +60,7 @@ COMMON_OPTIONS = (
     "mlm_probability",
     "mlm_probability_schedule",
     "batch_size_warmup_tokens",
+    "block_size_schedule",
     "masking",
     "max_span_length",
     "span_geometric_p",
@@ -83,6 +109,10 @@ class Recipe:
     # How `build_dataset` lays tokens out in a row, in a token cache's fingerprint (a cache fits the recipes that
     # lay them out alike: mlm and mae_lm).
     packing_style = "its own rows"
+    # Whether the model reads a learned embedding per absolute position (BERT's, MAE-LM's), so that no block may be
+    # longer than the position table of a checkpoint it continues; and whether its positions are rotary (RoPE θ).
+    absolute_positions = False
+    rotary_positions = False
     # The command-line fix for a tokenizer without [MASK].
     missing_mask_token_fix = (
         "pass --tokenizer_name a tokenizer that has one, or leave --tokenizer_name out to train a WordPiece tokenizer "
@@ -131,10 +161,55 @@ class Recipe:
             parse_config_overrides(args.config_overrides, self.config_class)
         if args.mlm_probability_schedule:
             parse_mlm_probability_schedule(args.mlm_probability_schedule)
+        if args.block_size_schedule:
+            self.check_block_size_schedule(args)
+        if self.absolute_positions:
+            self.check_position_table(args)
         if args.batch_size_warmup_tokens is not None and args.batch_size_warmup_tokens < 1:
             raise ValueError(
                 f"--batch_size_warmup_tokens must be a positive number of tokens, got {args.batch_size_warmup_tokens}."
             )
+
+    def check_block_size_schedule(self, args) -> None:
+        """What a block-size schedule cannot run with, before the corpus is read."""
+        schedule = parse_block_size_schedule(args.block_size_schedule)
+        if args.streaming:
+            raise ValueError(
+                "--block_size_schedule plans each phase's blocks from a corpus it can index, which a stream is not; "
+                "drop --streaming (or the schedule)."
+            )
+        if args.tokenized_dir is not None:
+            raise ValueError(
+                "--block_size_schedule packs each phase at its own length, but a token cache holds blocks of one size; "
+                "drop --tokenized_dir (or the schedule)."
+            )
+        with_theta = [str(phase) for phase, _ in schedule.phases if phase.rope_theta is not None]
+        if with_theta and not self.rotary_positions:
+            raise ValueError(
+                f"--block_size_schedule sets a RoPE θ ({', '.join(with_theta)}), but {self.method.title}'s model has no "
+                "rotary position embeddings (biphasic's has); drop the θ, writing LENGTH:FRACTION items."
+            )
+
+    def check_position_table(self, args) -> None:
+        """Refuse a block longer than the position table of the checkpoint continued (or of --config_overrides'
+        max_position_embeddings), with the reason; a model built from scratch gets a table for its longest block."""
+        limit, source = None, None
+        if args.starting_checkpoint:
+            limit, source = position_table_length(args.starting_checkpoint), args.starting_checkpoint
+        overridden = dict(
+            item.split("=", 1) for item in (args.config_overrides or "").replace(" ", "").split(",") if "=" in item
+        )
+        if "max_position_embeddings" in overridden and self.overrides_apply_to_run(args):
+            limit, source = int(overridden["max_position_embeddings"]), "--config_overrides max_position_embeddings"
+        if limit is not None and args.block_size > limit:
+            raise ValueError(
+                f"{block_length_words(args)} is longer than the position table of {source} covers ({limit} tokens): "
+                f"{self.method.title}'s model learns one embedding per absolute position and has none past {limit}. "
+                f"Keep every block at {limit} tokens or less."
+            )
+
+    def overrides_apply_to_run(self, args) -> bool:
+        return not args.starting_checkpoint or self.overrides_apply_to(args.starting_checkpoint)
 
     def check_resume(self, args, training_args, checkpoint: str) -> None:
         """Refuse to resume `checkpoint` with options that would not continue it exactly (a method's own rules)."""

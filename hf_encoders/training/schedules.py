@@ -228,3 +228,89 @@ class BatchSizeWarmupCallback(TrainerCallback):
         if "loss" not in logs:
             return {}
         return {"batch_size": self.micro_batches_at(state.global_step - 1) * self.sequences_per_micro_batch}
+
+
+@dataclass(frozen=True)
+class BlockPhase:
+    """A phase of `--block_size_schedule`: its block length, and the RoPE θ it trains with (None: the model's)."""
+
+    length: int
+    rope_theta: float | None = None
+
+    def __str__(self) -> str:
+        return str(self.length) if self.rope_theta is None else f"{self.length} (θ {self.rope_theta:g})"
+
+
+def parse_block_size_schedule(text: str) -> StepSchedule:
+    """`--block_size_schedule 128:0.9,512:0.1:160000`: LENGTH:FRACTION[:ROPE_THETA] items, in order."""
+    name, example = "--block_size_schedule", "128:0.9,512:0.1:160000"
+    phases = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        fields = item.split(":")
+        try:
+            if len(fields) not in (2, 3):
+                raise ValueError
+            length, fraction = int(fields[0]), float(fields[1])
+            theta = float(fields[2]) if len(fields) == 3 else None
+        except ValueError:
+            raise ValueError(
+                f"{name} {item!r} is not LENGTH:FRACTION or LENGTH:FRACTION:ROPE_THETA; write e.g. {example!r}."
+            ) from None
+        if length < 2 or (theta is not None and not theta > 0):
+            raise ValueError(f"{name} {item!r}: the length must be 2 tokens or more and θ positive, e.g. {example!r}.")
+        phases.append((BlockPhase(length, theta), fraction))
+    if not phases:
+        raise ValueError(f"The {name} names no phase; write LENGTH:FRACTION items, e.g. {example!r}.")
+    return StepSchedule(tuple(phases), name)
+
+
+def longest_block(text: str) -> int:
+    return max(phase.length for phase, _ in parse_block_size_schedule(text).phases)
+
+
+class RopeThetaScheduleCallback(ScheduleLogging):
+    """Puts in force the RoPE θ of each phase of a block-size schedule: in the config (a checkpoint saved in a phase is a
+    model of that θ, and loads as one) and in every rotary embedding's inverse frequencies, in the main process, at
+    the start of each step. A phase without θ trains with the model's own. Logged: `rope_theta`."""
+
+    def __init__(self, schedule: StepSchedule):
+        self.schedule = schedule
+        self.rotary: list = []
+        self.initial_theta = self.theta_in_force = None
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self.schedule.check_steps(state.max_steps)
+        self.rotary = [
+            module for module in model.modules() if hasattr(module, "inv_freq") and hasattr(module, "config")
+        ]
+        if not self.rotary:
+            raise ValueError(
+                f"{self.schedule.text} sets a RoPE θ, which needs a model with rotary position embeddings (biphasic); "
+                f"{type(model).__name__} has none."
+            )
+        self.initial_theta = self.theta_in_force = self.rotary[0].config.rope_parameters["rope_theta"]
+        self.set_theta(self.theta_at(state.global_step, state.max_steps))
+
+    def theta_at(self, step: int, max_steps: int) -> float:
+        theta = self.schedule.value_at(step, max_steps).rope_theta
+        return self.initial_theta if theta is None else theta
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.set_theta(self.theta_at(state.global_step, state.max_steps))
+
+    def set_theta(self, theta: float) -> None:
+        if theta == self.theta_in_force:
+            return
+        for module in self.rotary:
+            module.config.rope_parameters["rope_theta"] = theta
+            fresh = type(module)(module.config)
+            with torch.no_grad():
+                module.inv_freq.copy_(fresh.inv_freq)
+                module.original_inv_freq.copy_(fresh.original_inv_freq)
+            module.attention_scaling = fresh.attention_scaling
+        self.theta_in_force = theta
+
+    def measures_for_log(self, state, logs: dict) -> dict:
+        if "loss" not in logs:
+            return {}
+        return {"rope_theta": self.theta_at(state.global_step - 1, state.max_steps)}

@@ -33,6 +33,9 @@ SIZES = {
 
 class MaeLmRecipe(BertBlocksRecipe):
     config_class = MaeLmConfig
+    # Its encoder adds learned absolute position embeddings to the relative bias, whose buckets need no change for
+    # longer blocks: every distance past relative_attention_max_distance shares the last bucket of its direction.
+    absolute_positions = True
     options = (*Recipe.options, "pack_documents", "mask_in_encoder_fraction", "hold_encoder_steps")
 
     def check_arguments(self, args) -> None:
