@@ -32,6 +32,7 @@ OPTIONS = {
     "config_overrides": ("num_hidden_layers=1", FROM_SCRATCH),
     "attn_implementation": ("eager", ALL),
     "block_size": (64, ALL),
+    "block_size_schedule": ("64:0.5,128:0.5", ALL),
     "mlm_probability": (0.3, ALL),
     "mlm_probability_schedule": ("0.3:0.9,0.15:0.1", ALL),
     "batch_size_warmup_tokens": (100_000, ALL),

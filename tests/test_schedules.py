@@ -4,14 +4,21 @@ and weights of the uninterrupted run."""
 
 import pytest
 import torch
+from transformers import AutoConfig
 
 from hf_encoders.methods import METHODS, load
+from hf_encoders.models.mae_lm.modeling_mae_lm import relative_position_bucket
+from hf_encoders.training.arguments import PretrainArguments
+from hf_encoders.training.phased_blocks import phased_blocks
 from hf_encoders.training.pretrain import build_trainer
+from hf_encoders.training.recipe import get_recipe
 from hf_encoders.training.resume import resolve_resume
 from hf_encoders.training.schedules import (
     BATCHES_BY_MLM_PROBABILITY,
     BatchSizeWarmupCallback,
+    BlockPhase,
     StepSchedule,
+    parse_block_size_schedule,
     parse_mlm_probability_schedule,
 )
 from tests.method_specs import TINY_CONFIGS
@@ -196,3 +203,137 @@ def test_a_run_killed_in_the_warmups_last_step_resumes_exactly(method, bert, tmp
     assert logged(resumed) == logged(uninterrupted)
     assert logged(resumed, "batch_size") == logged(uninterrupted, "batch_size")
     assert_same_weights(resumed, uninterrupted)
+
+
+# ---- block size (and RoPE θ) by phase ----
+
+
+def test_a_block_schedule_names_lengths_and_rope_thetas():
+    schedule = parse_block_size_schedule("128:0.9, 512:0.1:160000")
+    assert schedule.phases == ((BlockPhase(128), 0.9), (BlockPhase(512, 160000.0), 0.1))
+    assert [phase.length for phase, _, _ in schedule.boundaries(100)] == [128, 512]
+    assert PretrainArguments(method="mlm", block_size_schedule="64:0.5,256:0.5").block_size == 256
+    with pytest.raises(ValueError, match="--block_size 128 is moot with --block_size_schedule, which sets the length"):
+        PretrainArguments(method="mlm", block_size=128, block_size_schedule="64:0.5,256:0.5")
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("128:0.9,512:0.2", r"--block_size_schedule fractions must sum to 1 \(they cover max_steps\), got 1.1"),
+        ("128", "'128' is not LENGTH:FRACTION or LENGTH:FRACTION:ROPE_THETA; write e.g. '128:0.9,512:0.1:160000'"),
+        ("128:0.5:1e4:2,512:0.5", "is not LENGTH:FRACTION or LENGTH:FRACTION:ROPE_THETA"),
+        ("1:1", "the length must be 2 tokens or more"),
+        ("128:1:-5", "θ positive"),
+    ],
+)
+def test_a_bad_block_schedule_is_refused_in_one_line(text, message):
+    with pytest.raises(ValueError, match=message) as error:
+        parse_block_size_schedule(text)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "method, options, message",
+    [
+        # tests/tiny_models.py's BERT has a position table of 64 rows.
+        (
+            "mlm",
+            {"model_name_or_path": "bert"},
+            "--block_size_schedule's longest block \\(1024 tokens\\) is longer than ",
+        ),
+        (
+            "tacl",
+            {"model_name_or_path": "bert"},
+            "the TaCL model learns one embedding per absolute position and has none",
+        ),
+        ("mae_lm", {"model_name_or_path": "bert"}, "position table of .* covers \\(512 tokens\\)"),
+        ("mlm", {"config_overrides": "max_position_embeddings=600"}, "--config_overrides max_position_embeddings"),
+        ("mae_lm", {"block_size_schedule": "32:0.5,64:0.5:1e5"}, "MAE-LM's model has no rotary position embeddings"),
+        ("biphasic", {"streaming": True}, "a stream is not; drop --streaming"),
+        ("mlm", {"tokenized_dir": "cache/"}, "a token cache holds blocks of one size"),
+    ],
+)
+def test_a_block_schedule_the_model_or_data_cannot_take_is_refused_before_tokenising(bert, method, options, message):
+    options = {"block_size_schedule": "32:0.5,1024:0.5", **options}
+    options = {name: bert if value == "bert" else value for name, value in options.items()}
+    with pytest.raises(ValueError, match=message) as error:
+        get_recipe(method).check_arguments(PretrainArguments(method=method, **options))
+    assert "\n" not in str(error.value)
+    # Within the table, the same run is accepted.
+    if options.get("model_name_or_path"):
+        get_recipe(method).check_arguments(
+            PretrainArguments(method=method, **{**options, "block_size_schedule": "32:0.5,64:0.5"})
+        )
+
+
+def test_mae_lm_relative_buckets_cover_a_longer_block_without_change():
+    """Distances past relative_attention_max_distance share the last bucket of their direction, so a block longer
+    than the run's first one reads only buckets the model already has (and trained)."""
+    config = TINY_CONFIGS["mae_lm"]()
+    buckets, max_distance = config.relative_attention_num_buckets, config.relative_attention_max_distance
+    longer = 4 * max_distance
+    distances = torch.arange(-(longer - 1), longer)
+    got = relative_position_bucket(distances, buckets, max_distance)
+    assert got.min() >= 0 and got.max() < buckets
+    far = distances.abs() >= max_distance
+    assert set(got[far & (distances > 0)].tolist()) == {
+        relative_position_bucket(torch.tensor(max_distance), buckets, max_distance).item()
+    }
+    assert set(got[far & (distances < 0)].tolist()) == {
+        relative_position_bucket(torch.tensor(-max_distance), buckets, max_distance).item()
+    }
+
+
+def test_each_phase_packs_the_documents_after_those_the_previous_read():
+    """A toy packing (one block per document, its index repeated): each phase reads on from where the last stopped,
+    wrapping round once the corpus runs out, and trains on as many blocks as its steps take."""
+    from datasets import Dataset
+
+    documents = Dataset.from_dict({"text": [str(index) for index in range(100)]})
+    reads = []
+
+    def build(length, chunk):
+        reads.append([int(text) for text in chunk["text"]])
+        return Dataset.from_dict({"input_ids": [[int(text)] * length for text in chunk["text"]]})
+
+    schedule = parse_block_size_schedule("4:0.5,8:0.5")
+    plan = phased_blocks(build, documents, schedule, max_steps=4, rows_per_step=20, seed=0)
+    first, second = plan.select(range(40)), plan.select(range(40, 80))
+    assert {len(row) for row in first["input_ids"]} == {4} and {len(row) for row in second["input_ids"]} == {8}
+    assert sorted(row[0] for row in first["input_ids"]) == list(range(40))
+    # The first phase read 64 documents (FIRST_DOCUMENTS), the second reads on from there, then a new pass.
+    assert sorted(row[0] for row in second["input_ids"]) == [*range(4), *range(64, 100)]
+    assert reads == [list(range(64)), list(range(64, 100)), list(range(6))]
+    assert [row[0] for row in first["input_ids"]] != list(range(40))  # shuffled within the phase
+
+
+def block_lengths(recorded: RecordedBatches) -> list[int]:
+    return [batch["input_ids"].shape[1] for batch in recorded.trained]
+
+
+@pytest.mark.parametrize(
+    "method, schedule",
+    [("mae_lm", "16:0.5,32:0.5"), ("biphasic", "16:0.5,32:0.5:40000"), ("mlm", "16:0.5,32:0.5")],
+)
+def test_a_run_killed_in_the_length_switch_step_resumes_exactly(method, schedule, bert, tmp_path):
+    args = method_arguments(method, bert, block_size_schedule=schedule)
+    uninterrupted, expected, resumed, got = resume_inside_the_switch(args, tmp_path)
+    assert block_lengths(expected) == [16] * 3 + [32] * 3
+    assert_same_batches(got.trained, expected.trained[SAVE_STEPS:])
+    assert logged(resumed) == logged(uninterrupted)
+    assert_same_weights(resumed, uninterrupted)
+    if method == "biphasic":
+        assert logged(resumed, "rope_theta") == {
+            **dict.fromkeys([1, 2, 3], 10000.0),
+            **dict.fromkeys([4, 5, 6], 40000.0),
+        }
+        # A checkpoint is a model of the θ it was trained with: saved in the first phase, the model's own.
+        saved = AutoConfig.from_pretrained(tmp_path / "a" / "checkpoint-2", trust_remote_code=True)
+        assert saved.rope_parameters["rope_theta"] == 10000.0
+        assert resumed.model.config.rope_parameters["rope_theta"] == 40000.0
+        rotary = resumed.model.model.rotary_emb
+        assert torch.allclose(
+            rotary.inv_freq,
+            1 / 40000.0 ** (torch.arange(0, rotary.inv_freq.numel() * 2, 2) / (rotary.inv_freq.numel() * 2)),
+        )

@@ -18,7 +18,7 @@ from datasets import Dataset, concatenate_datasets
 from .schedules import StepSchedule
 
 # Documents packed first for a phase, before the blocks they gave say how many more the phase needs.
-FIRST_DOCUMENTS = 1000
+FIRST_DOCUMENTS = 64
 
 
 def phased_blocks(

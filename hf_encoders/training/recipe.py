@@ -204,7 +204,7 @@ class Recipe:
         if limit is not None and args.block_size > limit:
             raise ValueError(
                 f"{block_length_words(args)} is longer than the position table of {source} covers ({limit} tokens): "
-                f"{self.method.title}'s model learns one embedding per absolute position and has none past {limit}. "
+                f"the {self.method.title} model learns one embedding per absolute position and has none past {limit}. "
                 f"Keep every block at {limit} tokens or less."
             )
 
