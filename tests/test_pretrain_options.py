@@ -20,6 +20,8 @@ FROM_SCRATCH = set(built_from_scratch())
 # continuing its encoder, the others from scratch), besides those whose test specification lists it in `own_options`.
 OPTIONS = {
     "corpus": ("corpus.txt", ALL),
+    "anneal_corpus": ("books/", set()),  # read with --anneal_fraction only
+    "anneal_fraction": (0.1, set()),
     "dataset_config": ("wikitext-2-raw-v1", ALL),
     "text_column": ("body", ALL),
     "streaming": (True, ALL),
@@ -149,6 +151,8 @@ MOOT = [
     ("mlm", {"mlm_probability_schedule": "0.3:0.5,0.15:0.5"}, {"mlm_probability": 0.2}, "moot with --mlm_probability_"),
     ("biphasic", {}, {"mlm_probability_schedule": "0.3:0.5,0.15:0.6"}, "fractions must sum to 1 .*got 1.1"),
     ("mae_lm", {}, {"batch_size_warmup_tokens": 0}, "must be a positive number of tokens, got 0"),
+    ("tacl", {"anneal_corpus": "books/"}, {"anneal_fraction": 0.1}, None),
+    ("mlm", {"anneal_fraction": 0.1}, {"streaming": True}, "--anneal_corpus and --anneal_fraction go together"),
 ]
 
 

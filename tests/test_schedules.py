@@ -6,10 +6,11 @@ import pytest
 import torch
 from transformers import AutoConfig
 
+from hf_encoders.data.corpus_report import run_documents
 from hf_encoders.methods import METHODS, load
 from hf_encoders.models.mae_lm.modeling_mae_lm import relative_position_bucket
 from hf_encoders.training.arguments import PretrainArguments
-from hf_encoders.training.phased_blocks import phased_blocks
+from hf_encoders.training.phased_blocks import data_phases, phased_blocks
 from hf_encoders.training.pretrain import build_trainer
 from hf_encoders.training.recipe import get_recipe
 from hf_encoders.training.resume import resolve_resume
@@ -251,7 +252,7 @@ def test_a_bad_block_schedule_is_refused_in_one_line(text, message):
         ("mlm", {"config_overrides": "max_position_embeddings=600"}, "--config_overrides max_position_embeddings"),
         ("mae_lm", {"block_size_schedule": "32:0.5,64:0.5:1e5"}, "MAE-LM's model has no rotary position embeddings"),
         ("biphasic", {"streaming": True}, "a stream is not; drop --streaming"),
-        ("mlm", {"tokenized_dir": "cache/"}, "a token cache holds blocks of one size"),
+        ("mlm", {"tokenized_dir": "cache/"}, "a token cache holds blocks made once; drop --tokenized_dir"),
     ],
 )
 def test_a_block_schedule_the_model_or_data_cannot_take_is_refused_before_tokenising(bert, method, options, message):
@@ -297,15 +298,26 @@ def test_each_phase_packs_the_documents_after_those_the_previous_read():
         reads.append([int(text) for text in chunk["text"]])
         return Dataset.from_dict({"input_ids": [[int(text)] * length for text in chunk["text"]]})
 
-    schedule = parse_block_size_schedule("4:0.5,8:0.5")
-    plan = phased_blocks(build, documents, schedule, max_steps=4, rows_per_step=20, seed=0)
+    phases = data_phases([(4, 0, 2), (8, 2, 4)], anneal_start=None)
+    plan = phased_blocks(build, [documents], phases, rows_per_step=20, seed=0)
     first, second = plan.select(range(40)), plan.select(range(40, 80))
     assert {len(row) for row in first["input_ids"]} == {4} and {len(row) for row in second["input_ids"]} == {8}
     assert sorted(row[0] for row in first["input_ids"]) == list(range(40))
     # The first phase read 64 documents (FIRST_DOCUMENTS), the second reads on from there, then a new pass.
     assert sorted(row[0] for row in second["input_ids"]) == [*range(4), *range(64, 100)]
     assert reads == [list(range(64)), list(range(64, 100)), list(range(6))]
+    assert [phase.read for phase in phases] == [[range(64)], [range(64, 100), range(6)]]
     assert [row[0] for row in first["input_ids"]] != list(range(40))  # shuffled within the phase
+
+
+def test_the_annealing_start_splits_the_length_phases():
+    phases = data_phases([(16, 0, 3), (32, 3, 6)], anneal_start=2)
+    assert [(phase.length, phase.corpus, phase.first, phase.end) for phase in phases] == [
+        (16, 0, 0, 2),
+        (16, 1, 2, 3),
+        (32, 1, 3, 6),
+    ]
+    assert str(phases[1]) == "steps 3-3 (16-token blocks)"
 
 
 def block_lengths(recorded: RecordedBatches) -> list[int]:
@@ -337,3 +349,59 @@ def test_a_run_killed_in_the_length_switch_step_resumes_exactly(method, schedule
             rotary.inv_freq,
             1 / 40000.0 ** (torch.arange(0, rotary.inv_freq.numel() * 2, 2) / (rotary.inv_freq.numel() * 2)),
         )
+
+
+# ---- the annealing phase's corpus ----
+
+
+@pytest.fixture
+def anneal_corpus(tmp_path):
+    """Two sources of ten documents each, mixed 0.7 / 0.3."""
+    words = "the model reads every document of the annealing corpus once before it starts again from the first"
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.txt").write_text("\n\n".join(f"{name} {index} {words} {words}" for index in range(10)))
+    return f"{tmp_path / 'a.txt'}:0.7,{tmp_path / 'b.txt'}:0.3"
+
+
+def rows(dataset) -> set[tuple]:
+    return {tuple(row) for row in dataset["input_ids"]}
+
+
+def test_the_annealing_corpus_takes_over_for_the_last_fraction_and_each_phase_reports_its_shares(
+    bert, anneal_corpus, tmp_path
+):
+    args = method_arguments("mae_lm", bert, anneal_corpus=anneal_corpus, anneal_fraction=0.5)
+    trainer = build_trainer(args, training_arguments(tmp_path))
+    recipe, tokenizer = get_recipe("mae_lm"), trainer.processing_class
+    main_documents, _ = run_documents(args, seed=0)
+    anneal_documents, anneal_report = run_documents(args, seed=0, corpus=anneal_corpus)
+    main_blocks = rows(recipe.build_dataset(args, tokenizer, main_documents))
+    anneal_blocks = rows(recipe.build_dataset(args, tokenizer, anneal_documents))
+    plan = trainer.train_dataset
+    assert trainer.args.train_sampling_strategy == "sequential" and len(plan) == MAX_STEPS * 4
+    assert rows(plan.select(range(12))) <= main_blocks and rows(plan.select(range(12, 24))) <= anneal_blocks
+    # Each phase's realised shares: the annealing phase read its whole corpus once, so the mixture's own count.
+    phases = trainer.corpus_report.phases
+    assert [name for name, _ in phases] == ["steps 1-3 (32-token blocks)", "steps 4-6 (32-token blocks)"]
+    assert phases[1][1].lines() == anneal_report.shares.lines()
+    assert "a.txt: weight 0.7 (70.0%), realised" in "\n".join(trainer.corpus_report.lines())
+
+
+def test_an_annealing_corpus_needs_its_fraction_and_steps(bert, anneal_corpus, tmp_path):
+    recipe = get_recipe("mlm")
+    with pytest.raises(ValueError, match="--anneal_corpus and --anneal_fraction go together"):
+        recipe.check_arguments(PretrainArguments(method="mlm", anneal_corpus=anneal_corpus))
+    with pytest.raises(ValueError, match=r"--anneal_fraction must lie in \(0, 1\), got 1.0"):
+        recipe.check_arguments(PretrainArguments(method="mlm", anneal_corpus=anneal_corpus, anneal_fraction=1.0))
+    args = method_arguments("mlm", bert, anneal_corpus=anneal_corpus, anneal_fraction=0.01)
+    with pytest.raises(ValueError, match=r"With max_steps=6, the phases .* get no step"):
+        build_trainer(args, training_arguments(tmp_path))
+
+
+@pytest.mark.parametrize("method, options", [("mlm", {}), ("biphasic", {"block_size_schedule": "16:0.5,32:0.5"})])
+def test_a_run_killed_in_the_annealing_switch_step_resumes_exactly(method, options, bert, anneal_corpus, tmp_path):
+    args = method_arguments(method, bert, anneal_corpus=anneal_corpus, anneal_fraction=0.5, **options)
+    uninterrupted, expected, resumed, got = resume_inside_the_switch(args, tmp_path)
+    assert_same_batches(got.trained, expected.trained[SAVE_STEPS:])
+    assert logged(resumed) == logged(uninterrupted)
+    assert_same_weights(resumed, uninterrupted)

@@ -34,6 +34,17 @@ class PretrainArguments:
             "action": "append",  # a repeated flag adds a source; __post_init__ joins them with commas
         },
     )
+    anneal_corpus: str | None = field(
+        default=None,
+        metadata={
+            "help": "A second corpus (the --corpus syntax, e.g. a re-weighted mixture) that takes over for the last "
+            "--anneal_fraction of max_steps: an annealing phase's data. Each phase's realised source shares are "
+            "logged and written to the model card; --max_steps required."
+        },
+    )
+    anneal_fraction: float | None = field(
+        default=None, metadata={"help": "--anneal_corpus: the fraction of max_steps, at the end, it trains on."}
+    )
     dataset_config: str | None = field(
         default=None, metadata={"help": "datasets configuration name, with --corpus NAME."}
     )

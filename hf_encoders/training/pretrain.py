@@ -24,6 +24,7 @@ from transformers.utils import logging
 
 from ..analysis import plot_training_diagnostics
 from ..data.corpus_report import CorpusReport, run_documents
+from ..data.mixtures import SourceShares
 from ..data.token_cache import cached_blocks
 from .arguments import TRAINER_OPTION_HELP, PretrainArguments
 from .cards import write_model_card
@@ -45,7 +46,7 @@ from .loss_curves import plot_loss_curves
 from .masking_epoch import MaskingEpochCallback
 from .numerics import NonFiniteLossCallback
 from .output_dir import prepare_output_dir, where_line
-from .phased_blocks import phased_blocks
+from .phased_blocks import data_phases, phased_blocks
 from .preemption import PreemptionCallback
 from .recipe import get_recipe
 from .resume import resolve_resume
@@ -53,6 +54,7 @@ from .schedules import (
     BatchSizeWarmupCallback,
     MlmProbabilityScheduleCallback,
     RopeThetaScheduleCallback,
+    StepSchedule,
     parse_block_size_schedule,
     parse_mlm_probability_schedule,
 )
@@ -198,48 +200,73 @@ class TrainingData:
 
 def training_data(recipe, args: PretrainArguments, training_args: TrainingArguments) -> TrainingData:
     """The run's tokenizer, training examples and validation documents: from `--tokenized_dir` (made first if it is
-    not a cache yet), or tokenized from `--corpus` (a mixture of sources, if it names several)."""
+    not a cache yet), or tokenized from `--corpus` (a mixture of sources, if it names several), planned phase by phase
+    when the data changes by phase (`--block_size_schedule`, `--anneal_corpus`)."""
     if args.tokenized_dir is not None:
         tokenizer, blocks, report = cached_blocks(recipe, args, training_args)
         _, validation_documents = split_validation(None, args, seed=training_args.seed)
         return TrainingData(tokenizer, blocks, validation_documents, report)
-    documents, report = run_documents(args, training_args.seed)
+    planned = bool(args.block_size_schedule or args.anneal_corpus)
+    documents, report = run_documents(args, training_args.seed, keep_source=planned)
     documents, validation_documents = split_validation(documents, args, seed=training_args.seed)
     tokenizer = shared_tokenizer(recipe, args, training_args, documents)
     recipe.check_tokenizer(args, tokenizer)
     if args.streaming:  # after the tokenizer, which a run trains on the whole corpus whatever its number of ranks
         documents = stream_for_this_rank(documents, training_args)
-    if args.block_size_schedule:
-        return TrainingData(
-            tokenizer, planned_blocks(recipe, args, training_args, tokenizer, documents), validation_documents, report
-        )
-    return TrainingData(tokenizer, recipe.build_dataset(args, tokenizer, documents), validation_documents, report)
+    if planned:
+        blocks = planned_blocks(recipe, args, training_args, tokenizer, documents, report)
+    else:
+        blocks = recipe.build_dataset(args, tokenizer, documents)
+    return TrainingData(tokenizer, blocks, validation_documents, report)
 
 
-def planned_blocks(recipe, args: PretrainArguments, training_args: TrainingArguments, tokenizer, documents) -> Dataset:
-    """The blocks of every phase of `--block_size_schedule`, in the order the run trains on them (phased_blocks.py)."""
-    if training_args.max_steps <= 0:
-        raise ValueError("--block_size_schedule plans its phases in steps: pass --max_steps.")
+def planned_blocks(
+    recipe, args: PretrainArguments, training_args: TrainingArguments, tokenizer, documents, report: CorpusReport
+) -> Dataset:
+    """The blocks of every phase of `--block_size_schedule` and `--anneal_corpus`, in the order the run trains on them
+    (phased_blocks.py); what each phase's documents were is added to `report`."""
+    max_steps = training_args.max_steps
+    if max_steps <= 0:
+        raise ValueError("--block_size_schedule and --anneal_corpus plan their phases in steps: pass --max_steps.")
     if training_args.train_sampling_strategy not in ("random", "sequential"):
         raise ValueError(
-            f"--block_size_schedule orders the blocks itself (shuffled within each phase); drop "
+            f"A run whose data changes by phase orders its blocks itself (shuffled within each phase); drop "
             f"--train_sampling_strategy {training_args.train_sampling_strategy}."
         )
     training_args.train_sampling_strategy = "sequential"
+    seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
+    lengths = [(args.block_size, 0, max_steps)]
+    if args.block_size_schedule:
+        schedule = parse_block_size_schedule(args.block_size_schedule)
+        lengths = [(phase.length, first, end) for phase, first, end in schedule.boundaries(max_steps)]
+    corpora, reports, anneal_start = [documents], [report], None
+    if args.anneal_corpus:
+        anneal = StepSchedule(((args.corpus, 1 - args.anneal_fraction), (args.anneal_corpus, args.anneal_fraction)))
+        anneal.check_steps(max_steps)
+        anneal_start = anneal.switch_steps(max_steps)[0]
+        anneal_documents, anneal_report = run_documents(args, seed, corpus=args.anneal_corpus, keep_source=True)
+        corpora.append(anneal_documents)
+        reports.append(anneal_report)
+    phases = data_phases(lengths, anneal_start)
     rows_per_step = (
         training_args.per_device_train_batch_size * training_args.world_size * training_args.gradient_accumulation_steps
     )
-    seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
-    return phased_blocks(
+    blocks = phased_blocks(
         lambda length, chunk: recipe.build_dataset(
             replace(args, block_size=length, block_size_schedule=None), tokenizer, chunk
         ),
-        documents,
-        parse_block_size_schedule(args.block_size_schedule),
-        training_args.max_steps,
+        corpora,
+        phases,
         rows_per_step,
         seed,
     )
+    for phase in phases:
+        shares = SourceShares(reports[phase.corpus].sources)
+        read = corpora[phase.corpus].select([index for span in phase.read for index in span])
+        shares.count_dataset(read)
+        report.phases.append((str(phase), shares))
+        logger.info(f"{phase}, documents read: {'; '.join(shares.lines())}")
+    return blocks
 
 
 def diagnostics_callbacks(args: PretrainArguments, tokenizer, validation_documents) -> list[TrainerCallback]:

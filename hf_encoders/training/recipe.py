@@ -12,6 +12,7 @@ from pathlib import Path
 from datasets import Dataset
 from transformers import AutoConfig, PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
+from ..data.mixtures import parse_sources
 from ..data.packing import pack_bert_style, tokenize_documents
 from ..data.tokenizer import load_or_train_tokenizer, load_tokenizer
 from ..methods import METHODS, Method, get_method, load
@@ -61,6 +62,8 @@ COMMON_OPTIONS = (
     "mlm_probability_schedule",
     "batch_size_warmup_tokens",
     "block_size_schedule",
+    "anneal_corpus",
+    "anneal_fraction",
     "masking",
     "max_span_length",
     "span_geometric_p",
@@ -161,8 +164,8 @@ class Recipe:
             parse_config_overrides(args.config_overrides, self.config_class)
         if args.mlm_probability_schedule:
             parse_mlm_probability_schedule(args.mlm_probability_schedule)
-        if args.block_size_schedule:
-            self.check_block_size_schedule(args)
+        if args.block_size_schedule or args.anneal_corpus or args.anneal_fraction is not None:
+            self.check_planned_data(args)
         if self.absolute_positions:
             self.check_position_table(args)
         if args.batch_size_warmup_tokens is not None and args.batch_size_warmup_tokens < 1:
@@ -170,19 +173,32 @@ class Recipe:
                 f"--batch_size_warmup_tokens must be a positive number of tokens, got {args.batch_size_warmup_tokens}."
             )
 
-    def check_block_size_schedule(self, args) -> None:
-        """What a block-size schedule cannot run with, before the corpus is read."""
-        schedule = parse_block_size_schedule(args.block_size_schedule)
+    def check_planned_data(self, args) -> None:
+        """What a run whose data changes by phase (training/phased_blocks.py) cannot run with, before the corpus is
+        read."""
+        option = "--block_size_schedule" if args.block_size_schedule else "--anneal_corpus"
+        if (args.anneal_corpus is None) != (args.anneal_fraction is None):
+            raise ValueError(
+                "--anneal_corpus and --anneal_fraction go together: the corpus of the annealing phase and the fraction "
+                "of max_steps, at the end, it trains on (e.g. --anneal_corpus books/ --anneal_fraction 0.1)."
+            )
+        if args.anneal_fraction is not None and not 0 < args.anneal_fraction < 1:
+            raise ValueError(f"--anneal_fraction must lie in (0, 1), got {args.anneal_fraction}.")
+        if args.anneal_corpus is not None:
+            parse_sources(args.anneal_corpus)
         if args.streaming:
             raise ValueError(
-                "--block_size_schedule plans each phase's blocks from a corpus it can index, which a stream is not; "
-                "drop --streaming (or the schedule)."
+                f"{option} plans each phase's blocks from a corpus it can index, which a stream is not; drop "
+                f"--streaming (or {option})."
             )
         if args.tokenized_dir is not None:
             raise ValueError(
-                "--block_size_schedule packs each phase at its own length, but a token cache holds blocks of one size; "
-                "drop --tokenized_dir (or the schedule)."
+                f"{option} packs each phase's blocks from its own documents, but a token cache holds blocks made "
+                f"once; drop --tokenized_dir (or {option})."
             )
+        if not args.block_size_schedule:
+            return
+        schedule = parse_block_size_schedule(args.block_size_schedule)
         with_theta = [str(phase) for phase, _ in schedule.phases if phase.rope_theta is not None]
         if with_theta and not self.rotary_positions:
             raise ValueError(
