@@ -168,12 +168,17 @@ def card_writer(recipe, args: PretrainArguments, training_args: TrainingArgument
     sequences_per_step = (
         training_args.train_batch_size * training_args.world_size * training_args.gradient_accumulation_steps
     )
+    block_size = args.block_size
+    if args.block_size_schedule:  # the mean over the phases
+        block_size = sum(
+            phase.length * fraction for phase, fraction in parse_block_size_schedule(args.block_size_schedule).phases
+        )
     return partial(
         write_model_card,
         recipe=recipe,
         args=args,
         model_id=training_args.hub_model_id,
-        tokens_per_step=sequences_per_step * args.block_size,
+        tokens_per_step=round(sequences_per_step * block_size),
         corpus_report=corpus_report,
     )
 

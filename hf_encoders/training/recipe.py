@@ -335,6 +335,12 @@ class Recipe:
         if args.mlm_probability_schedule:
             ratio_line = f"- masking ratio (rate:fraction of steps): {args.mlm_probability_schedule}"
         lines = [ratio_line, f"- masking unit: {unit}"]
+        if args.block_size_schedule:
+            lines.append(f"- block size by phase (length:fraction of steps[:RoPE θ]): {args.block_size_schedule}")
+        if args.anneal_corpus:
+            lines.append(f"- annealing corpus, for the last {args.anneal_fraction:.0%} of steps: {args.anneal_corpus}")
+        if args.batch_size_warmup_tokens is not None:
+            lines.append(f"- batch-size warm-up: over the first {args.batch_size_warmup_tokens:,} tokens")
         return lines + ([f"- initialised from: {args.starting_checkpoint}"] if args.starting_checkpoint else [])
 
     def card_variables(self, args) -> dict[str, str]:
