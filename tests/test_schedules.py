@@ -128,8 +128,6 @@ def resume_inside_the_switch(args, tmp_path, **training):
     "method, options, training",
     [
         ("mae_lm", {}, {"dataloader_num_workers": 1}),
-        ("biphasic", {}, {}),  # CLM for 2 steps, then MLM at each rate
-        ("tacl", {}, {}),
         ("mae_lm", {"streaming": True}, {}),
     ],
 )
@@ -194,11 +192,9 @@ def test_the_warmup_needs_gradient_accumulation(bert, tmp_path):
         trainer.train()
 
 
-@pytest.mark.parametrize("method", ["mae_lm", "biphasic"])
-def test_a_run_killed_in_the_warmups_last_step_resumes_exactly(method, bert, tmp_path):
-    """The warm-up's last step (the third) and the first full one (the fourth), trained again after the kill; with
-    a masking schedule switching at the same step."""
-    args = method_arguments(method, bert, mlm_probability_schedule=RATES, **WARMUP)
+def test_a_run_killed_in_the_warmups_last_step_resumes_exactly(bert, tmp_path):
+    """The warm-up's last step (the third) and the first full one (the fourth), trained again after the kill."""
+    args = method_arguments("mae_lm", bert, **WARMUP)
     uninterrupted, expected, resumed, got = resume_inside_the_switch(args, tmp_path, **ACCUMULATING)
     assert_same_batches(got.trained, expected.trained[1 + 1 :])
     assert logged(resumed) == logged(uninterrupted)
@@ -324,31 +320,13 @@ def block_lengths(recorded: RecordedBatches) -> list[int]:
     return [batch["input_ids"].shape[1] for batch in recorded.trained]
 
 
-@pytest.mark.parametrize(
-    "method, schedule",
-    [("mae_lm", "16:0.5,32:0.5"), ("biphasic", "16:0.5,32:0.5:40000"), ("mlm", "16:0.5,32:0.5")],
-)
-def test_a_run_killed_in_the_length_switch_step_resumes_exactly(method, schedule, bert, tmp_path):
-    args = method_arguments(method, bert, block_size_schedule=schedule)
+def test_a_run_killed_in_the_length_switch_step_resumes_exactly(bert, tmp_path):
+    args = method_arguments("mae_lm", bert, block_size_schedule="16:0.5,32:0.5")
     uninterrupted, expected, resumed, got = resume_inside_the_switch(args, tmp_path)
     assert block_lengths(expected) == [16] * 3 + [32] * 3
     assert_same_batches(got.trained, expected.trained[SAVE_STEPS:])
     assert logged(resumed) == logged(uninterrupted)
     assert_same_weights(resumed, uninterrupted)
-    if method == "biphasic":
-        assert logged(resumed, "rope_theta") == {
-            **dict.fromkeys([1, 2, 3], 10000.0),
-            **dict.fromkeys([4, 5, 6], 40000.0),
-        }
-        # A checkpoint is a model of the θ it was trained with: saved in the first phase, the model's own.
-        saved = AutoConfig.from_pretrained(tmp_path / "a" / "checkpoint-2", trust_remote_code=True)
-        assert saved.rope_parameters["rope_theta"] == 10000.0
-        assert resumed.model.config.rope_parameters["rope_theta"] == 40000.0
-        rotary = resumed.model.model.rotary_emb
-        assert torch.allclose(
-            rotary.inv_freq,
-            1 / 40000.0 ** (torch.arange(0, rotary.inv_freq.numel() * 2, 2) / (rotary.inv_freq.numel() * 2)),
-        )
 
 
 # ---- the annealing phase's corpus ----
@@ -398,10 +376,31 @@ def test_an_annealing_corpus_needs_its_fraction_and_steps(bert, anneal_corpus, t
         build_trainer(args, training_arguments(tmp_path))
 
 
-@pytest.mark.parametrize("method, options", [("mlm", {}), ("biphasic", {"block_size_schedule": "16:0.5,32:0.5"})])
-def test_a_run_killed_in_the_annealing_switch_step_resumes_exactly(method, options, bert, anneal_corpus, tmp_path):
-    args = method_arguments(method, bert, anneal_corpus=anneal_corpus, anneal_fraction=0.5, **options)
+def test_a_run_killed_in_the_annealing_switch_step_resumes_exactly(bert, anneal_corpus, tmp_path):
+    args = method_arguments("mlm", bert, anneal_corpus=anneal_corpus, anneal_fraction=0.5)
     uninterrupted, expected, resumed, got = resume_inside_the_switch(args, tmp_path)
     assert_same_batches(got.trained, expected.trained[SAVE_STEPS:])
     assert logged(resumed) == logged(uninterrupted)
     assert_same_weights(resumed, uninterrupted)
+
+
+def test_a_run_with_every_schedule_killed_where_they_all_switch_resumes_exactly(bert, anneal_corpus, tmp_path):
+    """Biphasic (CLM for two steps, then MLM) whose masking rate, block length, RoPE θ and corpus all switch at the
+    fourth step, inside a batch-size warm-up of micro-batches of 2 x 16 tokens: 1, 1, 1, 2, 2, 3 of 4."""
+    schedules = dict(block_size_schedule="16:0.5,32:0.5:40000", anneal_corpus=anneal_corpus, anneal_fraction=0.5)
+    args = method_arguments("biphasic", bert, mlm_probability_schedule=RATES, **WARMUP, **schedules)
+    uninterrupted, expected, resumed, got = resume_inside_the_switch(args, tmp_path, **ACCUMULATING)
+    assert block_lengths(expected) == [16] * (1 + 1 + 1) + [32] * (2 + 2 + 3)
+    assert_same_batches(got.trained, expected.trained[1 + 1 :])
+    for key in ("loss", "mlm_probability", "rope_theta", "batch_size"):
+        assert logged(resumed, key) == logged(uninterrupted, key), key
+    assert logged(resumed, "batch_size") == {1: 2, 2: 2, 3: 2, 4: 4, 5: 4, 6: 6}
+    assert logged(resumed, "rope_theta") == {**dict.fromkeys([1, 2, 3], 10000.0), **dict.fromkeys([4, 5, 6], 40000.0)}
+    assert_same_weights(resumed, uninterrupted)
+    # A checkpoint is a model of the θ it was trained with: the model's own in the first phase, then the schedule's.
+    for step, theta in ((2, 10000.0), (4, 40000.0)):
+        saved = AutoConfig.from_pretrained(tmp_path / "a" / f"checkpoint-{step}", trust_remote_code=True)
+        assert saved.rope_parameters["rope_theta"] == theta
+    rotary = resumed.model.model.rotary_emb
+    half = rotary.inv_freq.numel()
+    assert torch.allclose(rotary.inv_freq, 1 / 40000.0 ** (torch.arange(0, 2 * half, 2) / (2 * half)))
