@@ -362,7 +362,9 @@ def test_the_annealing_corpus_takes_over_for_the_last_fraction_and_each_phase_re
     phases = trainer.corpus_report.phases
     assert [name for name, _ in phases] == ["steps 1-3 (32-token blocks)", "steps 4-6 (32-token blocks)"]
     assert phases[1][1].lines() == anneal_report.shares.lines()
-    assert "a.txt: weight 0.7 (70.0%), realised" in "\n".join(trainer.corpus_report.lines())
+    card_line = trainer.corpus_report.lines()[-1]
+    assert card_line.startswith(f"- steps 4-6 (32-token blocks): {len(anneal_documents)} documents read; ")
+    assert "a.txt: weight 0.7 (70.0%), realised" in card_line
 
 
 def test_an_annealing_corpus_needs_its_fraction_and_steps(bert, anneal_corpus, tmp_path):

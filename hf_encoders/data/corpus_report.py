@@ -32,7 +32,10 @@ class CorpusReport:
             lines.append(
                 f"- bad rows skipped (--skip_bad_rows): {len(self.skipped):,}, the first: {self.skipped.first_reason}"
             )
-        return lines + [f"- {phase}, documents read: {'; '.join(shares.lines())}" for phase, shares in self.phases]
+        return lines + [
+            f"- {phase}: {sum(shares.rows.values()):,} documents read; {'; '.join(shares.lines())}"
+            for phase, shares in self.phases
+        ]
 
     def to_dict(self) -> dict:
         return {

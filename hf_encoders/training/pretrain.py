@@ -270,7 +270,7 @@ def planned_blocks(
         read = corpora[phase.corpus].select([index for span in phase.read for index in span])
         shares.count_dataset(read)
         report.phases.append((str(phase), shares))
-        logger.info(f"{phase}, documents read: {'; '.join(shares.lines())}")
+        logger.info(f"{phase}: {sum(shares.rows.values()):,} documents read; {'; '.join(shares.lines())}")
     return blocks
 
 
