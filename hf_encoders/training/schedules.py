@@ -13,6 +13,9 @@ depends on the step is chosen in the main process, where the trainer fetches the
 * `BatchSizeWarmupCallback` (`--batch_size_warmup_tokens N`): a step trains on as many of its
   `gradient_accumulation_steps` micro-batches as the warm-up allows, growing linearly from one to all of them over the
   first N tokens; every micro-batch keeps its shape, and the loss is normalised over those trained.
+* `RopeThetaScheduleCallback` (the θ of `--block_size_schedule 128:0.9,512:0.1:160000`): the rotary frequencies of
+  each phase, set on the model at the start of each step, as biphasic's phase schedule sets its objective. The
+  lengths themselves, and `--anneal_corpus`, are data planned before the run (training/phased_blocks.py).
 """
 
 import math
