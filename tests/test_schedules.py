@@ -186,10 +186,20 @@ def test_the_warmup_trains_the_micro_batches_it_names_and_logs_the_batch(bert, t
     assert logged(trainer, "batch_size") == {1: 2, 2: 2, 3: 4, 4: 8, 5: 8, 6: 8}
 
 
-def test_the_warmup_needs_gradient_accumulation(bert, tmp_path):
-    trainer = build_trainer(method_arguments("mae_lm", bert, **WARMUP), training_arguments(tmp_path))
-    with pytest.raises(ValueError, match="pass --gradient_accumulation_steps 2 or more \\(got 1\\)"):
-        trainer.train()
+@pytest.mark.parametrize(
+    "options, training, message",
+    [
+        (WARMUP, {}, r"pass --gradient_accumulation_steps 2 or more \(got 1\)"),
+        ({"block_size_schedule": "16:0.5,32:0.5"}, {"max_steps": -1}, "plan their phases in steps: pass --max_steps"),
+        ({"block_size_schedule": "16:0.5,32:0.5"}, {"train_sampling_strategy": "group_by_length"}, "drop --train_samp"),
+    ],
+)
+def test_a_schedule_the_trainer_options_cannot_run_is_refused_before_the_corpus_is_read(
+    options, training, message, bert, tmp_path
+):
+    args = method_arguments("mae_lm", bert, corpus=str(tmp_path / "missing.txt"), **options)
+    with pytest.raises(ValueError, match=message):
+        build_trainer(args, training_arguments(tmp_path, **training))
 
 
 def test_a_run_killed_in_the_warmups_last_step_resumes_exactly(bert, tmp_path):

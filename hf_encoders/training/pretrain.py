@@ -55,6 +55,7 @@ from .schedules import (
     MlmProbabilityScheduleCallback,
     RopeThetaScheduleCallback,
     StepSchedule,
+    check_warmup_accumulation,
     parse_block_size_schedule,
     parse_mlm_probability_schedule,
 )
@@ -225,19 +226,27 @@ def training_data(recipe, args: PretrainArguments, training_args: TrainingArgume
     return TrainingData(tokenizer, blocks, validation_documents, report)
 
 
-def planned_blocks(
-    recipe, args: PretrainArguments, training_args: TrainingArguments, tokenizer, documents, report: CorpusReport
-) -> Dataset:
-    """The blocks of every phase of `--block_size_schedule` and `--anneal_corpus`, in the order the run trains on them
-    (phased_blocks.py); what each phase's documents were is added to `report`."""
-    max_steps = training_args.max_steps
-    if max_steps <= 0:
+def check_schedule_run(args: PretrainArguments, training_args: TrainingArguments) -> None:
+    """What the schedules need of the Trainer options, before the corpus is read."""
+    if args.batch_size_warmup_tokens is not None:
+        check_warmup_accumulation(training_args.gradient_accumulation_steps)
+    if not (args.block_size_schedule or args.anneal_corpus):
+        return
+    if training_args.max_steps <= 0:
         raise ValueError("--block_size_schedule and --anneal_corpus plan their phases in steps: pass --max_steps.")
     if training_args.train_sampling_strategy not in ("random", "sequential"):
         raise ValueError(
             f"A run whose data changes by phase orders its blocks itself (shuffled within each phase); drop "
             f"--train_sampling_strategy {training_args.train_sampling_strategy}."
         )
+
+
+def planned_blocks(
+    recipe, args: PretrainArguments, training_args: TrainingArguments, tokenizer, documents, report: CorpusReport
+) -> Dataset:
+    """The blocks of every phase of `--block_size_schedule` and `--anneal_corpus`, in the order the run trains on them
+    (phased_blocks.py); what each phase's documents were is added to `report`."""
+    max_steps = training_args.max_steps
     training_args.train_sampling_strategy = "sequential"
     seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
     lengths = [(args.block_size, 0, max_steps)]
@@ -322,6 +331,7 @@ def build_trainer(
     if training_args.device.type == "cpu":  # nothing to pin memory for: torch would warn at every dataloader
         training_args.dataloader_pin_memory = False
     check_validation_arguments(args, training_args)
+    check_schedule_run(args, training_args)
     with training_args.main_process_first(local=False, desc="preparing the output folder"):
         if training_args.process_index == 0:
             prepare_output_dir(

@@ -180,6 +180,14 @@ class SkippedMicroBatch(dict):
         super().__init__(input_ids=torch.empty(0, dtype=torch.long))
 
 
+def check_warmup_accumulation(accumulation: int) -> None:
+    if accumulation < 2:
+        raise ValueError(
+            "--batch_size_warmup_tokens grows the batch through gradient accumulation, from one micro-batch to "
+            f"--gradient_accumulation_steps of them; pass --gradient_accumulation_steps 2 or more (got {accumulation})."
+        )
+
+
 class BatchSizeWarmupCallback(TrainerCallback):
     """The batch grows linearly, in micro-batches, from one to `gradient_accumulation_steps` of them over the first
     `tokens` tokens trained on (`--batch_size_warmup_tokens`).
@@ -199,12 +207,7 @@ class BatchSizeWarmupCallback(TrainerCallback):
         self.accumulation = self.sequences_per_micro_batch = 1
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if args.gradient_accumulation_steps < 2:
-            raise ValueError(
-                "--batch_size_warmup_tokens grows the batch through gradient accumulation, from one micro-batch to "
-                f"--gradient_accumulation_steps of them; pass --gradient_accumulation_steps 2 or more (got "
-                f"{args.gradient_accumulation_steps})."
-            )
+        check_warmup_accumulation(args.gradient_accumulation_steps)
         self.accumulation = args.gradient_accumulation_steps
         self.sequences_per_micro_batch = args.per_device_train_batch_size * args.world_size
         self.micro_batches = self.warmup_steps(self.sequences_per_micro_batch * self.block_size)
