@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; at run time, __getattr__ 
         NonFiniteLossCallback,
         PreemptionCallback,
     )
+    from .training.schedules import BatchSizeWarmupCallback, MlmProbabilityScheduleCallback, RopeThetaScheduleCallback
 
 # {module: the public names it holds}, imported by __getattr__ on first use.
 _LAZY_NAMES = {
@@ -64,6 +65,7 @@ _LAZY_NAMES = {
         "NonFiniteLossCallback",
         "PreemptionCallback",
     ),
+    ".training.schedules": ("BatchSizeWarmupCallback", "MlmProbabilityScheduleCallback", "RopeThetaScheduleCallback"),
 }
 _MODULE_OF = {name: module for module, names in _LAZY_NAMES.items() for name in names}
 # The 0.2 spellings, which go in 0.4, by what they are now.

@@ -52,6 +52,11 @@ MAX_STEPS = 4
 STREAMED_DOCUMENTS = 9  # split over 2 ranks: 5 and 4
 
 
+# mae_lm's DDP run (and the one process it is compared with) switches its masking rate and block length halfway
+# (training/schedules.py): the ranks must agree on the step's schedules to match one process.
+SCHEDULES = {"mae_lm": dict(mlm_probability_schedule="0.5:0.5,0.15:0.5", block_size_schedule="16:0.5,32:0.5")}
+
+
 def method_arguments(method: str, init: str, **overrides) -> PretrainArguments:
     """A tiny run of `method` (tests/method_specs.py's `tiny_run_options`), without dropout: the single-process
     reference draws its dropout masks in a different order than two ranks started from one seed, so with dropout
@@ -149,7 +154,8 @@ def ddp_registration(trainer) -> dict:
 
 def train_one(method: str, init: str, output_dir: Path, rank: int) -> None:
     folder = output_dir / method
-    trainer = build_trainer(method_arguments(method, init), training_arguments(folder, ddp_backend="gloo"))
+    arguments = method_arguments(method, init, **SCHEDULES.get(method, {}))
+    trainer = build_trainer(arguments, training_arguments(folder, ddp_backend="gloo"))
     recorder = ForwardRecorder(trainer)
     trainer.train()
     torch.save(final_state(trainer.model), folder / f"rank{rank}.pt")

@@ -11,7 +11,8 @@ registered for gradient reduction. The tests then check that
   gradient, is not in the optimizer, and ends equal to the encoder TaCL started from while the student moved;
 * the biphasic objective switches from CLM to MLM on the same step on both ranks (the objective each forward
   actually ran with is recorded);
-* the 2-process run equals a 1-process run of the same global batch (see
+* the 2-process run equals a 1-process run of the same global batch, mae_lm's with its masking rate and block
+  length switching halfway (see
   `test_two_processes_match_one_process_with_the_same_global_batch`);
 * MAE-LM's encoder held still (`--hold_encoder_steps`) gets no update under DDP, weight decay on, until the hold ends.
 
@@ -47,6 +48,7 @@ from tests.distributed_worker import (
     FSDP_KNOWN_FAILURES,
     MAX_STEPS,
     METHODS,
+    SCHEDULES,
     STREAMED_DOCUMENTS,
     ForwardRecorder,
     final_state,
@@ -202,13 +204,17 @@ def test_two_processes_match_one_process_with_the_same_global_batch(method, bert
     1e-5 relative, weights to 2e-5 absolute (below).
     """
     single = build_trainer(
-        method_arguments(method, bert_init), training_arguments(tmp_path, per_device=2, accumulation=2)
+        method_arguments(method, bert_init, **SCHEDULES.get(method, {})),
+        training_arguments(tmp_path, per_device=2, accumulation=2),
     )
     recorder = ForwardRecorder(single)
     single.train()
 
     ranks = records(ddp_runs, method)
     assert len(recorder.forwards) == 2 * MAX_STEPS
+    if method in SCHEDULES:  # the schedules were in force, switching at step 3
+        rates = [entry["mlm_probability"] for entry in single.state.log_history if "loss" in entry]
+        assert rates == [0.5, 0.5, 0.15, 0.15] and len(single.train_dataset) == 4 * MAX_STEPS
     for rank, record in zip(RANKS, ranks):
         for k, forward in enumerate(record["forwards"]):
             assert forward == recorder.forwards[2 * k + rank], f"step {k + 1}: rank {rank} was fed another batch"

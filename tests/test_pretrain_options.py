@@ -21,6 +21,8 @@ FROM_SCRATCH = set(built_from_scratch())
 OPTIONS = {
     "preset": ("mae_lm-base", ALL),
     "corpus": ("corpus.txt", ALL),
+    "anneal_corpus": ("books/", set()),  # read with --anneal_fraction only
+    "anneal_fraction": (0.1, set()),
     "dataset_config": ("wikitext-2-raw-v1", ALL),
     "text_column": ("body", ALL),
     "streaming": (True, ALL),
@@ -33,7 +35,10 @@ OPTIONS = {
     "config_overrides": ("num_hidden_layers=1", FROM_SCRATCH),
     "attn_implementation": ("eager", ALL),
     "block_size": (64, ALL),
+    "block_size_schedule": ("64:0.5,128:0.5", ALL),
     "mlm_probability": (0.3, ALL),
+    "mlm_probability_schedule": ("0.3:0.9,0.15:0.1", ALL),
+    "batch_size_warmup_tokens": (100_000, ALL),
     "masking": ("whole_word", ALL),
     "max_span_length": (5, set()),  # read with --masking span only
     "span_geometric_p": (0.5, set()),
@@ -158,6 +163,11 @@ MOOT = [
     ("mae_lm", {"init_from_smaller": "mae_lm"}, {"model_size": "small", "config_overrides": "hidden_size=64"}, None),
     ("mae_lm", {"init_from_smaller": "mae_lm"}, {"vocab_size": 500}, "this run uses the tokenizer of .*mae_lm"),
     ("biphasic", {"init_from_smaller": "mae_lm"}, {"pad_vocab_to_multiple_of": 64}, "keeps the vocabulary of .*mae_lm"),
+    ("mlm", {"mlm_probability_schedule": "0.3:0.5,0.15:0.5"}, {"mlm_probability": 0.2}, "moot with --mlm_probability_"),
+    ("biphasic", {}, {"mlm_probability_schedule": "0.3:0.5,0.15:0.6"}, "fractions must sum to 1 .*got 1.1"),
+    ("mae_lm", {}, {"batch_size_warmup_tokens": 0}, "must be a positive number of tokens, got 0"),
+    ("tacl", {"anneal_corpus": "books/"}, {"anneal_fraction": 0.1}, None),
+    ("mlm", {"anneal_fraction": 0.1}, {"streaming": True}, "--anneal_corpus and --anneal_fraction go together"),
 ]
 
 

@@ -13,6 +13,8 @@ from .mixtures import Source, SourceShares, load_corpus, parse_sources
 class CorpusReport:
     shares: SourceShares
     skipped: SkippedRows = field(default_factory=SkippedRows)
+    # A run whose data changes by phase (training/phased_blocks.py): each phase's name and what its documents were.
+    phases: list[tuple[str, SourceShares]] = field(default_factory=list)
 
     @classmethod
     def for_corpus(cls, spec: str | None) -> "CorpusReport":
@@ -30,7 +32,10 @@ class CorpusReport:
             lines.append(
                 f"- bad rows skipped (--skip_bad_rows): {len(self.skipped):,}, the first: {self.skipped.first_reason}"
             )
-        return lines
+        return lines + [
+            f"- {phase}: {sum(shares.rows.values()):,} documents read; {'; '.join(shares.lines())}"
+            for phase, shares in self.phases
+        ]
 
     def to_dict(self) -> dict:
         return {
@@ -53,14 +58,17 @@ class CorpusReport:
         return cls(shares, skipped)
 
 
-def run_documents(args, seed: int) -> tuple[Dataset | IterableDataset, CorpusReport]:
-    """The documents of `--corpus` (mixed with `seed` if it names several sources; bad rows checked) and the report
-    that counts what each source contributed and the rows skipped, as a run reads them; `args` are a run's
-    `PretrainArguments`."""
-    report = CorpusReport.for_corpus(args.corpus)
+def run_documents(
+    args, seed: int, corpus: str | None = None, keep_source: bool = False
+) -> tuple[Dataset | IterableDataset, CorpusReport]:
+    """The documents of `--corpus` (or of `corpus`, `--anneal_corpus`; mixed with `seed` if it names several sources;
+    bad rows checked) and the report that counts what each source contributed and the rows skipped, as a run reads
+    them; `args` are a run's `PretrainArguments`. `keep_source`: each document keeps its source (`load_corpus`)."""
+    report = CorpusReport.for_corpus(corpus or args.corpus)
     documents = load_corpus(
         report.shares,
         seed,
+        keep_source=keep_source,
         dataset_config=args.dataset_config,
         text_column=args.text_column,
         streaming=args.streaming,

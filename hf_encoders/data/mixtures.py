@@ -121,9 +121,11 @@ class SourceShares:
         ]
 
 
-def mix(parts: list[Dataset | IterableDataset], shares: SourceShares, seed: int) -> Dataset | IterableDataset:
+def mix(
+    parts: list[Dataset | IterableDataset], shares: SourceShares, seed: int, keep_source: bool = False
+) -> Dataset | IterableDataset:
     """`parts` (one per source of `shares`, same columns) interleaved with the sources' weights, drawn with `seed`;
-    what each source contributed is counted into `shares`."""
+    what each source contributed is counted into `shares` (and the "source" column kept with `keep_source`)."""
     tagged = [_with_source(part, index) for index, part in enumerate(parts)]
     total = sum(source.weight for source in shares.sources)
     mixed = interleave_datasets(
@@ -132,16 +134,18 @@ def mix(parts: list[Dataset | IterableDataset], shares: SourceShares, seed: int)
         seed=seed,
         stopping_strategy=STOPPING_STRATEGY,
     )
-    return _counted(mixed, shares)
+    return _counted(mixed, shares, keep_source)
 
 
-def _counted(documents: Dataset | IterableDataset, shares: SourceShares) -> Dataset | IterableDataset:
-    """`documents` (with their "source" column) counted into `shares`, that column removed."""
+def _counted(
+    documents: Dataset | IterableDataset, shares: SourceShares, keep_source: bool = False
+) -> Dataset | IterableDataset:
+    """`documents` (with their "source" column) counted into `shares`, that column removed unless `keep_source`."""
     if isinstance(documents, Dataset):
         shares.count_dataset(documents)
     else:
         documents = documents.map(shares.count_batch, batched=True)
-    return documents.remove_columns("source")
+    return documents if keep_source else documents.remove_columns("source")
 
 
 def _with_source(part: Dataset | IterableDataset, index: int) -> Dataset | IterableDataset:
@@ -150,8 +154,11 @@ def _with_source(part: Dataset | IterableDataset, index: int) -> Dataset | Itera
     return part.map(lambda batch: {"source": [index] * len(next(iter(batch.values())))}, batched=True)
 
 
-def load_corpus(shares: SourceShares, seed: int, **options) -> Dataset | IterableDataset:
+def load_corpus(shares: SourceShares, seed: int, keep_source: bool = False, **options) -> Dataset | IterableDataset:
     """The documents of `shares.sources` (`load_documents(source, **options)` each), mixed if there are several;
-    what each source contributed is counted into `shares` (a single source too, so a cache records its size)."""
+    what each source contributed is counted into `shares` (a single source too, so a cache records its size). With
+    `keep_source`, each document keeps its source's index in a "source" column (what a phase read is counted from)."""
     parts = [load_documents(source.name, **options) for source in shares.sources]
-    return _counted(_with_source(parts[0], 0), shares) if len(parts) == 1 else mix(parts, shares, seed)
+    if len(parts) == 1:
+        return _counted(_with_source(parts[0], 0), shares, keep_source)
+    return mix(parts, shares, seed, keep_source)

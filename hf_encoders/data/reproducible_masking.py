@@ -19,6 +19,9 @@ from transformers.data.data_collator import pad_without_fast_tokenizer_warning, 
 
 from . import masking_units
 
+# The key of a batch masked at every rate of a schedule: {rate: the batch masked at that rate}.
+BATCHES_BY_MLM_PROBABILITY = "batches_by_mlm_probability"
+
 
 def batch_seed(seed: int, epoch: int, input_ids: torch.Tensor) -> int:
     digest = hashlib.blake2b(
@@ -42,12 +45,28 @@ class ReproducibleMaskingMixin:
     span_geometric_p: float = 0.2  # SpanBERT's p: mean span 3.8 words
 
     epoch = 0
+    # A masking-rate schedule's rates (training/schedules.py): each batch is masked at every one of them, and the
+    # trainer keeps the masks of the rate of the step it trains the batch in. None: `mlm_probability` alone.
+    mlm_probabilities: tuple[float, ...] | None = None
 
     def __post_init__(self):
         self.masking = check_masking(self, self.masking)
         # Ours masks the words (and keeps the replacement split, which the parent would force to all [MASK]).
         self.whole_word_mask = False
         super().__post_init__()
+
+    def __call__(self, features, return_tensors=None):
+        if not self.mlm_probabilities:
+            return super().__call__(features, return_tensors)
+        rate = self.mlm_probability
+        try:
+            masked = {}
+            for scheduled in self.mlm_probabilities:
+                self.mlm_probability = scheduled
+                masked[scheduled] = super().__call__(features, return_tensors)
+        finally:
+            self.mlm_probability = rate
+        return {BATCHES_BY_MLM_PROBABILITY: masked}
 
     def reseed(self, inputs: torch.Tensor) -> None:
         """Seed `self.generator` for this batch. A collator that overrides `torch_mask_tokens` calls it first and

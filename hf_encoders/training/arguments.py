@@ -44,6 +44,17 @@ class PretrainArguments:
             "action": "append",  # a repeated flag adds a source; __post_init__ joins them with commas
         },
     )
+    anneal_corpus: str | None = field(
+        default=None,
+        metadata={
+            "help": "A second corpus (the --corpus syntax, e.g. a re-weighted mixture) that takes over for the last "
+            "--anneal_fraction of max_steps: an annealing phase's data. Each phase's realised source shares are "
+            "logged and written to the model card; --max_steps required."
+        },
+    )
+    anneal_fraction: float | None = field(
+        default=None, metadata={"help": "--anneal_corpus: the fraction of max_steps, at the end, it trains on."}
+    )
     dataset_config: str | None = field(
         default=None, metadata={"help": "datasets configuration name, with --corpus NAME."}
     )
@@ -149,7 +160,33 @@ class PretrainArguments:
             "cache's block size)."
         },
     )
+    block_size_schedule: str | None = field(
+        default=None,
+        metadata={
+            "help": "Block length by phase, LENGTH:FRACTION[:ROPE_THETA] of max_steps in order, the fractions summing "
+            "to 1 (e.g. 128:0.9,512:0.1:160000: context extension, biphasic with a larger RoPE θ). Each phase packs "
+            "the documents after those the previous one read; --max_steps required; the model's positions cover the "
+            "longest block, and validation uses it. Replaces --block_size."
+        },
+    )
     mlm_probability: float | None = field(default=None, metadata={"help": "Masking ratio (default: the method's own)."})
+    mlm_probability_schedule: str | None = field(
+        default=None,
+        metadata={
+            "help": "Masking ratio by phase, RATE:FRACTION of max_steps in order, the fractions summing to 1 (e.g. "
+            "0.3:0.9,0.15:0.1: an annealing phase at a lower ratio). Each batch is masked at every rate named and "
+            "trained with the rate of its step, logged as mlm_probability; evaluation masks at the last rate. "
+            "Replaces --mlm_probability."
+        },
+    )
+    batch_size_warmup_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "Grow the batch linearly over the first N tokens trained on, from one micro-batch to "
+            "--gradient_accumulation_steps of them (each micro-batch keeps its shape); the micro-batches a warm-up "
+            "step leaves out are read and not trained on. Logged as batch_size (sequences per step)."
+        },
+    )
     masking: str = field(
         default="token",
         metadata={
@@ -271,6 +308,16 @@ class PretrainArguments:
     def __post_init__(self):
         if isinstance(self.corpus, list):  # --corpus given more than once
             self.corpus = ",".join(self.corpus)
+        if self.block_size_schedule:  # every length-dependent part of the run (positions, validation) takes the longest
+            from .schedules import longest_block  # here: --help imports no torch
+
+            longest = longest_block(self.block_size_schedule)
+            if self.block_size not in (None, longest):
+                raise ValueError(
+                    f"--block_size {self.block_size} is moot with --block_size_schedule, which sets the length of every "
+                    "phase; drop --block_size."
+                )
+            self.block_size = longest
         if self.block_size is None:  # a cache's blocks have one size: the run takes it (and refuses another given)
             from_cache = self.tokenized_dir is not None and recorded_block_size(self.tokenized_dir)
             self.block_size = from_cache or DEFAULT_BLOCK_SIZE

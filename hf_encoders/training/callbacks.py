@@ -5,7 +5,9 @@ trainer_callback.py); a method's own callbacks live in its folder (`EncoderHoldC
 Callbacks control the run; what it measures is read by `PretrainingTrainer` (training/trainer.py) where the loss is
 computed, and added to each log before any tracker sees it. The only state a callback sets on a model is a
 training-time attribute (`PhaseScheduleCallback` sets `model.objective`), never its config, so a checkpoint's
-config.json says what the model is, not what the run was doing when it was saved.
+config.json says what the model is, not what the run was doing when it was saved. The one exception keeps that
+promise: `RopeThetaScheduleCallback` changes the model itself (its rotary frequencies), so it writes the θ the
+model now has.
 
 * `NonFiniteLossCallback` (numerics.py): stop at the first NaN/inf loss, before a checkpoint is written from poisoned
   weights.
@@ -16,6 +18,9 @@ config.json says what the model is, not what the run was doing when it was saved
 * `DiagnosticsCallback` (diagnostics.py): the papers' representation diagnostics on held-out sentences, every N steps.
 * `MaskingEpochCallback` (masking_epoch.py): tells a reproducible collator which epoch it masks.
 * `EmaCallback` (ema.py): an exponential moving average of the weights, on the device, in every checkpoint.
+* `MlmProbabilityScheduleCallback`, `BatchSizeWarmupCallback`, `RopeThetaScheduleCallback` (schedules.py): the masking
+  rate, the batch size and the RoPE θ by phase of the run; they choose in the main process what each step trains on
+  (`PretrainingTrainer.get_batch_samples`).
 """
 
 from .._moved import moved_attribute

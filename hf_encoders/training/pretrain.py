@@ -24,6 +24,7 @@ from transformers.utils import is_torch_optimi_available, logging
 
 from ..analysis import plot_training_diagnostics
 from ..data.corpus_report import CorpusReport, run_documents
+from ..data.mixtures import SourceShares
 from ..data.token_cache import cached_blocks
 from ..methods import get_method
 from .arguments import TRAINER_OPTION_HELP, PretrainArguments
@@ -48,6 +49,7 @@ from .masking_epoch import MaskingEpochCallback
 from .numerics import NonFiniteLossCallback
 from .output_dir import prepare_output_dir, where_line
 from .plan import as_run, gpu_key, make_plan
+from .phased_blocks import data_phases, phased_blocks
 from .preemption import PreemptionCallback
 from .presets import (
     Preset,
@@ -60,6 +62,15 @@ from .presets import (
 )
 from .recipe import get_recipe
 from .resume import resolve_resume
+from .schedules import (
+    BatchSizeWarmupCallback,
+    MlmProbabilityScheduleCallback,
+    RopeThetaScheduleCallback,
+    StepSchedule,
+    check_warmup_accumulation,
+    parse_block_size_schedule,
+    parse_mlm_probability_schedule,
+)
 from .sentence_transformers_config import write_sentence_transformers_config
 from .streaming import StreamingPretrainingTrainer, stream_for_this_rank
 from .trainer import PretrainingTrainer
@@ -178,12 +189,17 @@ def card_writer(recipe, args: PretrainArguments, training_args: TrainingArgument
     sequences_per_step = (
         training_args.train_batch_size * training_args.world_size * training_args.gradient_accumulation_steps
     )
+    block_size = args.block_size
+    if args.block_size_schedule:  # the mean over the phases
+        block_size = sum(
+            phase.length * fraction for phase, fraction in parse_block_size_schedule(args.block_size_schedule).phases
+        )
     return partial(
         write_model_card,
         recipe=recipe,
         args=args,
         model_id=training_args.hub_model_id,
-        tokens_per_step=sequences_per_step * args.block_size,
+        tokens_per_step=round(sequences_per_step * block_size),
         corpus_report=corpus_report,
         run_lines=card_lines(args, training_args),
     )
@@ -211,18 +227,81 @@ class TrainingData:
 
 def training_data(recipe, args: PretrainArguments, training_args: TrainingArguments) -> TrainingData:
     """The run's tokenizer, training examples and validation documents: from `--tokenized_dir` (made first if it is
-    not a cache yet), or tokenized from `--corpus` (a mixture of sources, if it names several)."""
+    not a cache yet), or tokenized from `--corpus` (a mixture of sources, if it names several), planned phase by phase
+    when the data changes by phase (`--block_size_schedule`, `--anneal_corpus`)."""
     if args.tokenized_dir is not None:
         tokenizer, blocks, report = cached_blocks(recipe, args, training_args)
         _, validation_documents = split_validation(None, args, seed=training_args.seed)
         return TrainingData(tokenizer, blocks, validation_documents, report)
-    documents, report = run_documents(args, training_args.seed)
+    planned = bool(args.block_size_schedule or args.anneal_corpus)
+    documents, report = run_documents(args, training_args.seed, keep_source=planned)
     documents, validation_documents = split_validation(documents, args, seed=training_args.seed)
     tokenizer = shared_tokenizer(recipe, args, training_args, documents)
     recipe.check_tokenizer(args, tokenizer)
     if args.streaming:  # after the tokenizer, which a run trains on the whole corpus whatever its number of ranks
         documents = stream_for_this_rank(documents, training_args)
-    return TrainingData(tokenizer, recipe.build_dataset(args, tokenizer, documents), validation_documents, report)
+    if planned:
+        blocks = planned_blocks(recipe, args, training_args, tokenizer, documents, report)
+    else:
+        blocks = recipe.build_dataset(args, tokenizer, documents)
+    return TrainingData(tokenizer, blocks, validation_documents, report)
+
+
+def check_schedule_run(args: PretrainArguments, training_args: TrainingArguments) -> None:
+    """What the schedules need of the Trainer options, before the corpus is read."""
+    if args.batch_size_warmup_tokens is not None:
+        check_warmup_accumulation(training_args.gradient_accumulation_steps)
+    if not (args.block_size_schedule or args.anneal_corpus):
+        return
+    if training_args.max_steps <= 0:
+        raise ValueError("--block_size_schedule and --anneal_corpus plan their phases in steps: pass --max_steps.")
+    if training_args.train_sampling_strategy not in ("random", "sequential"):
+        raise ValueError(
+            f"A run whose data changes by phase orders its blocks itself (shuffled within each phase); drop "
+            f"--train_sampling_strategy {training_args.train_sampling_strategy}."
+        )
+
+
+def planned_blocks(
+    recipe, args: PretrainArguments, training_args: TrainingArguments, tokenizer, documents, report: CorpusReport
+) -> Dataset:
+    """The blocks of every phase of `--block_size_schedule` and `--anneal_corpus`, in the order the run trains on them
+    (phased_blocks.py); what each phase's documents were is added to `report`."""
+    max_steps = training_args.max_steps
+    training_args.train_sampling_strategy = "sequential"
+    seed = training_args.data_seed if training_args.data_seed is not None else training_args.seed
+    lengths = [(args.block_size, 0, max_steps)]
+    if args.block_size_schedule:
+        schedule = parse_block_size_schedule(args.block_size_schedule)
+        lengths = [(phase.length, first, end) for phase, first, end in schedule.boundaries(max_steps)]
+    corpora, reports, anneal_start = [documents], [report], None
+    if args.anneal_corpus:
+        anneal = StepSchedule(((args.corpus, 1 - args.anneal_fraction), (args.anneal_corpus, args.anneal_fraction)))
+        anneal.check_steps(max_steps)
+        anneal_start = anneal.switch_steps(max_steps)[0]
+        anneal_documents, anneal_report = run_documents(args, seed, corpus=args.anneal_corpus, keep_source=True)
+        corpora.append(anneal_documents)
+        reports.append(anneal_report)
+    phases = data_phases(lengths, anneal_start)
+    rows_per_step = (
+        training_args.per_device_train_batch_size * training_args.world_size * training_args.gradient_accumulation_steps
+    )
+    blocks = phased_blocks(
+        lambda length, chunk: recipe.build_dataset(
+            replace(args, block_size=length, block_size_schedule=None), tokenizer, chunk
+        ),
+        corpora,
+        phases,
+        rows_per_step,
+        seed,
+    )
+    for phase in phases:
+        shares = SourceShares(reports[phase.corpus].sources)
+        read = corpora[phase.corpus].select([index for span in phase.read for index in span])
+        shares.count_dataset(read)
+        report.phases.append((str(phase), shares))
+        logger.info(f"{phase}: {sum(shares.rows.values()):,} documents read; {'; '.join(shares.lines())}")
+    return blocks
 
 
 def diagnostics_callbacks(args: PretrainArguments, tokenizer, validation_documents) -> list[TrainerCallback]:
@@ -231,6 +310,22 @@ def diagnostics_callbacks(args: PretrainArguments, tokenizer, validation_documen
         return []
     probe = probe_sentences(validation_documents, args.diagnostics_sentences)
     return [DiagnosticsCallback(args.diagnostics_steps, tokenizer, probe, max_length=args.block_size)]
+
+
+def schedule_callbacks(args: PretrainArguments) -> list[TrainerCallback]:
+    """The schedules every method can train with (training/schedules.py)."""
+    callbacks: list[TrainerCallback] = []
+    if args.mlm_probability_schedule:
+        callbacks.append(MlmProbabilityScheduleCallback(parse_mlm_probability_schedule(args.mlm_probability_schedule)))
+    first_length = args.block_size
+    if args.block_size_schedule:
+        schedule = parse_block_size_schedule(args.block_size_schedule)
+        first_length = schedule.phases[0][0].length
+        if any(phase.rope_theta is not None for phase, _ in schedule.phases):
+            callbacks.append(RopeThetaScheduleCallback(schedule))
+    if args.batch_size_warmup_tokens is not None:
+        callbacks.append(BatchSizeWarmupCallback(args.batch_size_warmup_tokens, first_length))
+    return callbacks
 
 
 def build_trainer(
@@ -258,6 +353,7 @@ def build_trainer(
     if training_args.device.type == "cpu":  # nothing to pin memory for: torch would warn at every dataloader
         training_args.dataloader_pin_memory = False
     check_validation_arguments(args, training_args)
+    check_schedule_run(args, training_args)
     log_preset(args, training_args)
     with training_args.main_process_first(local=False, desc="preparing the output folder"):
         if training_args.process_index == 0:
@@ -301,6 +397,7 @@ def build_trainer(
         peak_tflops=args.peak_tflops,
         callbacks=[
             *recipe.callbacks(args),
+            *schedule_callbacks(args),
             *diagnostics_callbacks(args, tokenizer, validation_documents),
             *([] if args.ema_decay is None else [EmaCallback(args.ema_decay, resume_from=resume_from_checkpoint)]),
             MaskingEpochCallback(collator),

@@ -10,14 +10,41 @@ from dataclasses import fields
 from pathlib import Path
 
 from datasets import Dataset
-from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
+from transformers import AutoConfig, PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
+from ..data.mixtures import parse_sources
 from ..data.packing import pack_bert_style, tokenize_documents
 from ..data.tokenizer import load_or_train_tokenizer, load_tokenizer
 from ..methods import METHODS, Method, get_method, load
 from .arguments import PretrainArguments
 from .ema import EMA_FOLDER, check_ema_decay
 from .model_sizes import parse_config_overrides
+from .schedules import parse_block_size_schedule, parse_mlm_probability_schedule
+
+# Encoders whose position ids start after the padding index (transformers' RoBERTa family): they cover fewer tokens
+# than max_position_embeddings, as TaclForPreTraining.max_sequence_length counts.
+POSITIONS_AFTER_PADDING = ("roberta", "xlm-roberta", "camembert", "data2vec-text")
+
+
+def position_table_length(encoder: str) -> int | None:
+    """The longest input the position table of the checkpoint `encoder` covers, read from its config alone (no weights
+    load); None where its config says none or cannot be read (the model's own loading then names what is wrong)."""
+    try:
+        config = AutoConfig.from_pretrained(encoder)
+    except (OSError, ValueError):
+        return None
+    limit = getattr(config, "max_position_embeddings", None)
+    if limit is not None and config.model_type in POSITIONS_AFTER_PADDING:
+        limit -= config.pad_token_id + 1
+    return limit
+
+
+def block_length_words(args) -> str:
+    """The longest block of the run, as the options given say it."""
+    if args.block_size_schedule:
+        return f"--block_size_schedule's longest block ({args.block_size} tokens)"
+    return f"--block_size {args.block_size}"
+
 
 # The options every method reads: the corpus, validation, measuring and output options `pretrain` handles itself, and
 # the tokenizer, block and masking options every recipe passes on (the span options only with --masking span).
@@ -34,6 +61,11 @@ COMMON_OPTIONS = (
     "attn_implementation",
     "block_size",
     "mlm_probability",
+    "mlm_probability_schedule",
+    "batch_size_warmup_tokens",
+    "block_size_schedule",
+    "anneal_corpus",
+    "anneal_fraction",
     "masking",
     "max_span_length",
     "span_geometric_p",
@@ -85,6 +117,10 @@ class Recipe:
     # How `build_dataset` lays tokens out in a row, in a token cache's fingerprint (a cache fits the recipes that
     # lay them out alike: mlm and mae_lm).
     packing_style = "its own rows"
+    # Whether the model reads a learned embedding per absolute position (BERT's, MAE-LM's), so that no block may be
+    # longer than the position table of a checkpoint it continues; and whether its positions are rotary (RoPE θ).
+    absolute_positions = False
+    rotary_positions = False
     # The command-line fix for a tokenizer without [MASK].
     missing_mask_token_fix = (
         "pass --tokenizer_name a tokenizer that has one, or leave --tokenizer_name out to train a WordPiece tokenizer "
@@ -115,8 +151,12 @@ class Recipe:
         raise NotImplementedError
 
     def build_collator(self, args, tokenizer: PreTrainedTokenizerBase):
-        """The method's collator; its own masking ratio unless `--mlm_probability` is given."""
+        """The method's collator; its own masking ratio unless `--mlm_probability` is given, or with
+        `--mlm_probability_schedule` every rate of the schedule (and the last one for evaluation)."""
         ratio = {} if args.mlm_probability is None else {"mlm_probability": args.mlm_probability}
+        if args.mlm_probability_schedule:
+            schedule = parse_mlm_probability_schedule(args.mlm_probability_schedule)
+            ratio = {"mlm_probability": schedule.phases[-1][0], "mlm_probabilities": schedule.values}
         unit = dict(masking=args.masking, max_span_length=args.max_span_length, span_geometric_p=args.span_geometric_p)
         return load(self.method.collator)(tokenizer, pad_to_multiple_of=8, **ratio, **unit)
 
@@ -130,6 +170,70 @@ class Recipe:
             check_ema_decay(args.ema_decay)
         if args.config_overrides and self.config_class is not None:  # a mistyped field fails before the corpus is read
             parse_config_overrides(args.config_overrides, self.config_class)
+        if args.mlm_probability_schedule:
+            parse_mlm_probability_schedule(args.mlm_probability_schedule)
+        if args.block_size_schedule or args.anneal_corpus or args.anneal_fraction is not None:
+            self.check_planned_data(args)
+        if self.absolute_positions:
+            self.check_position_table(args)
+        if args.batch_size_warmup_tokens is not None and args.batch_size_warmup_tokens < 1:
+            raise ValueError(
+                f"--batch_size_warmup_tokens must be a positive number of tokens, got {args.batch_size_warmup_tokens}."
+            )
+
+    def check_planned_data(self, args) -> None:
+        """What a run whose data changes by phase (training/phased_blocks.py) cannot run with, before the corpus is
+        read."""
+        option = "--block_size_schedule" if args.block_size_schedule else "--anneal_corpus"
+        if (args.anneal_corpus is None) != (args.anneal_fraction is None):
+            raise ValueError(
+                "--anneal_corpus and --anneal_fraction go together: the corpus of the annealing phase and the fraction "
+                "of max_steps, at the end, it trains on (e.g. --anneal_corpus books/ --anneal_fraction 0.1)."
+            )
+        if args.anneal_fraction is not None and not 0 < args.anneal_fraction < 1:
+            raise ValueError(f"--anneal_fraction must lie in (0, 1), got {args.anneal_fraction}.")
+        if args.anneal_corpus is not None:
+            parse_sources(args.anneal_corpus)
+        if args.streaming:
+            raise ValueError(
+                f"{option} plans each phase's blocks from a corpus it can index, which a stream is not; drop "
+                f"--streaming (or {option})."
+            )
+        if args.tokenized_dir is not None:
+            raise ValueError(
+                f"{option} packs each phase's blocks from its own documents, but a token cache holds blocks made "
+                f"once; drop --tokenized_dir (or {option})."
+            )
+        if not args.block_size_schedule:
+            return
+        schedule = parse_block_size_schedule(args.block_size_schedule)
+        with_theta = [str(phase) for phase, _ in schedule.phases if phase.rope_theta is not None]
+        if with_theta and not self.rotary_positions:
+            raise ValueError(
+                f"--block_size_schedule sets a RoPE θ ({', '.join(with_theta)}), but {self.method.title}'s model has no "
+                "rotary position embeddings (biphasic's has); drop the θ, writing LENGTH:FRACTION items."
+            )
+
+    def check_position_table(self, args) -> None:
+        """Refuse a block longer than the position table of the checkpoint continued (or of --config_overrides'
+        max_position_embeddings), with the reason; a model built from scratch gets a table for its longest block."""
+        limit, source = None, None
+        if args.starting_checkpoint:
+            limit, source = position_table_length(args.starting_checkpoint), args.starting_checkpoint
+        overridden = dict(
+            item.split("=", 1) for item in (args.config_overrides or "").replace(" ", "").split(",") if "=" in item
+        )
+        if "max_position_embeddings" in overridden and self.overrides_apply_to_run(args):
+            limit, source = int(overridden["max_position_embeddings"]), "--config_overrides max_position_embeddings"
+        if limit is not None and args.block_size > limit:
+            raise ValueError(
+                f"{block_length_words(args)} is longer than the position table of {source} covers ({limit} tokens): "
+                f"the {self.method.title} model learns one embedding per absolute position and has none past {limit}. "
+                f"Keep every block at {limit} tokens or less."
+            )
+
+    def overrides_apply_to_run(self, args) -> bool:
+        return not args.starting_checkpoint or self.overrides_apply_to(args.starting_checkpoint)
 
     def check_resume(self, args, training_args, checkpoint: str) -> None:
         """Refuse to resume `checkpoint` with options that would not continue it exactly (a method's own rules)."""
@@ -202,6 +306,11 @@ class Recipe:
         if args.masking != "span":
             for option in ("max_span_length", "span_geometric_p"):
                 unread[option] = f"--{option} shapes the spans of --masking span, not --masking {args.masking}."
+        if args.mlm_probability_schedule:
+            unread["mlm_probability"] = (
+                "--mlm_probability is moot with --mlm_probability_schedule, which sets the ratio of every step; drop "
+                "--mlm_probability, or put its ratio in the schedule."
+            )
         if args.diagnostics_steps is None:
             unread["diagnostics_sentences"] = (
                 "--diagnostics_sentences sets how many sentences --diagnostics_steps probes; add --diagnostics_steps N "
@@ -250,7 +359,10 @@ class Recipe:
         unit = {"token": "tokens", "whole_word": "whole words"}.get(
             args.masking, f"spans of Geometric({args.span_geometric_p}) words, at most {args.max_span_length}"
         )
-        lines = [f"- masking ratio: {ratio:.0%}", f"- masking unit: {unit}"]
+        ratio_line = f"- masking ratio: {ratio:.0%}"
+        if args.mlm_probability_schedule:
+            ratio_line = f"- masking ratio (rate:fraction of steps): {args.mlm_probability_schedule}"
+        lines = [ratio_line, f"- masking unit: {unit}"]
         if args.ema_decay is not None:
             lines.append(
                 f"- exponential moving average of the weights kept during training (decay {args.ema_decay}), saved "
@@ -261,6 +373,12 @@ class Recipe:
                 f"- initialised from the smaller {args.init_from_smaller}, grown so that its outputs were "
                 "unchanged (its weights tiled)"
             )
+        if args.block_size_schedule:
+            lines.append(f"- block size by phase (length:fraction of steps[:RoPE θ]): {args.block_size_schedule}")
+        if args.anneal_corpus:
+            lines.append(f"- annealing corpus, for the last {args.anneal_fraction:.0%} of steps: {args.anneal_corpus}")
+        if args.batch_size_warmup_tokens is not None:
+            lines.append(f"- batch-size warm-up: over the first {args.batch_size_warmup_tokens:,} tokens")
         return lines + ([f"- initialised from: {args.starting_checkpoint}"] if args.starting_checkpoint else [])
 
     def card_variables(self, args) -> dict[str, str]:

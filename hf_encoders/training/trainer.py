@@ -7,14 +7,17 @@ loss is finite. `log()` adds the terms, `eval_perplexity`, throughput and what t
 (`report_to`), `state.log_history` and every callback get the same log, whatever the order of the callbacks.
 """
 
+from itertools import islice
 from pathlib import Path
 
+import torch
 from transformers import Trainer
 from transformers.trainer_pt_utils import find_batch_size
 
 from .measures import TermMeans, Throughput, check_peak_tflops, loss_terms, perplexity
 from .numerics import NonFiniteLossCallback
 from .resume import CHECKPOINT_PATTERN
+from .schedules import SkippedMicroBatch
 
 
 class PretrainingTrainer(Trainer):
@@ -32,8 +35,11 @@ class PretrainingTrainer(Trainer):
       validation curve compares like with like.
 
     A `NonFiniteLossCallback` among the callbacks gets every training loss; a callback with a
-    `measures_for_log(state, logs)` method adds what it returns to every log, and one with a
-    `checkpoint_files(folder)` method writes its state into every checkpoint (`EmaCallback`: the average).
+    `measures_for_log(state, logs)` method adds what it returns to every log; one with a
+    `checkpoint_files(folder)` method writes its state into every checkpoint (`EmaCallback`: the average); one with a
+    `batches_for_step(state, batches)` method chooses, in the main process, what each step trains on out of the
+    micro-batches the loader gave it (training/schedules.py: the masks of the rate in force, the micro-batches a
+    batch-size warm-up leaves out).
     """
 
     def __init__(
@@ -52,6 +58,7 @@ class PretrainingTrainer(Trainer):
         self.perplexity_loss, self.peak_tflops = perplexity_loss, peak_tflops
         self.training_terms, self.evaluation_terms = TermMeans(), TermMeans()
         self.throughput: Throughput | None = None
+        self.trained_micro_batches: int | None = None  # of the step under way (get_batch_samples)
         if self.compute_metrics is None:
             # Its evaluations read losses only: the masked-LM heads may keep their training layout (labelled rows)
             # rather than compute the (batch, length, vocab) logits that metrics need.
@@ -68,6 +75,28 @@ class PretrainingTrainer(Trainer):
     def evaluate(self, *args, **kwargs):
         self.evaluation_terms = TermMeans()  # this evaluation's forwards only
         return super().evaluate(*args, **kwargs)
+
+    # ---- schedules ----
+
+    def get_batch_samples(self, epoch_iterator, num_batches, device):
+        batches = list(islice(epoch_iterator, num_batches))
+        for callback in self.callback_handler.callbacks:
+            if hasattr(callback, "batches_for_step"):
+                batches = callback.batches_for_step(self.state, batches)
+        trained = [batch for batch in batches if not isinstance(batch, SkippedMicroBatch)]
+        self.trained_micro_batches = len(trained)
+        # The loss is normalised over the labels of the micro-batches trained on (Trainer counts them here).
+        _, num_items_in_batch = super().get_batch_samples(iter(trained), len(trained), device)
+        return batches, num_items_in_batch
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        if isinstance(inputs, SkippedMicroBatch):
+            return torch.zeros((), device=self.args.device)
+        if self.trained_micro_batches is not None:
+            # Trainer divides the loss by the micro-batches it fetched (unless the model normalises it by
+            # num_items_in_batch): by those trained on, so that a step's loss is their mean.
+            self.current_gradient_accumulation_steps = self.trained_micro_batches
+        return super().training_step(model, inputs, num_items_in_batch)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)

@@ -122,8 +122,10 @@ def check_validation_examples(dataset) -> None:
 
 
 def validation_collator(collator):
-    """The training collator with its masking epoch frozen: masks are a function of (seed, epoch, tokens)
+    """The training collator with its masking epoch (and rate) frozen: masks are a function of (seed, epoch, tokens)
     (data/reproducible_masking.py), so every evaluation masks the validation set identically."""
     frozen = copy.copy(collator)
     frozen.epoch = 0
+    # A masking schedule's collator evaluates at its own `mlm_probability`, the schedule's last rate.
+    frozen.mlm_probabilities = None
     return frozen

@@ -1,8 +1,13 @@
 """`PhaseScheduleCallback`: biphasic CLM -> MLM (or any phase list) by training step."""
 
-from transformers import TrainerCallback
-
 from ...models.biphasic.configuration_biphasic import OBJECTIVES
+from ...training.schedules import ScheduleLogging, StepSchedule
+
+
+def check_objective(objective: str) -> str:
+    if objective not in OBJECTIVES:
+        raise ValueError(f"Unknown objective {objective!r} in the phase schedule; use {' or '.join(OBJECTIVES)}.")
+    return objective
 
 
 def objective_modules(model) -> list:
@@ -13,7 +18,7 @@ def objective_modules(model) -> list:
     return [module for module in model.modules() if getattr(type(module), "objective", None) in OBJECTIVES]
 
 
-class PhaseScheduleCallback(TrainerCallback):
+class PhaseScheduleCallback(ScheduleLogging):
     """Switch a biphasic model between objectives by training step: by default CLM for the first 25% of max_steps,
     then MLM. Phases are (objective, fraction of max_steps), in order; alternation such as clm, mlm, clm, mlm is
     allowed.
@@ -36,8 +41,7 @@ class PhaseScheduleCallback(TrainerCallback):
     `PretrainingTrainer` adds them to the log before any callback or tracker sees it (`measures_for_log`); under a
     plain `Trainer` the schedule still runs, without these keys.
 
-    Phase k ends at step round((f_1 + ... + f_k) * max_steps), halves rounding up (the last phase at max_steps
-    exactly), so boundaries are deterministic.
+    Phase boundaries are those of every step schedule (training/schedules.py, `StepSchedule`).
     Drives any model whose `objective` attribute selects its loss (`BiphasicEncoderForPreTraining`). The attribute
     is training state: it is never written into the model's config, so a checkpoint saved mid-phase is the same
     encoder as any other.
@@ -48,47 +52,28 @@ class PhaseScheduleCallback(TrainerCallback):
         phases = tuple((objective, float(fraction)) for objective, fraction in phases)
         if not phases:
             raise ValueError("PhaseScheduleCallback needs at least one phase, e.g. [('clm', 0.25), ('mlm', 0.75)].")
-        for objective, fraction in phases:
-            if objective not in OBJECTIVES:
-                raise ValueError(
-                    f"Unknown objective {objective!r} in the phase schedule; use {' or '.join(OBJECTIVES)}."
-                )
-            if not 0.0 < fraction <= 1.0:
-                raise ValueError(f"Phase {objective}:{fraction} must have a fraction of max_steps in (0, 1].")
-        total = sum(fraction for _, fraction in phases)
-        if abs(total - 1.0) > 1e-6:
-            raise ValueError(f"The phase fractions must sum to 1 (they cover max_steps), got {total:g}: {phases}.")
-        self.phases = phases
+        for objective, _ in phases:
+            check_objective(objective)
+        self.schedule = StepSchedule(phases)
 
     @classmethod
     def from_string(cls, text: str) -> "PhaseScheduleCallback":
         """'clm:0.25,mlm:0.75' (the `--phases` syntax of `hf-encoders pretrain`)."""
-        phases = []
-        for item in filter(None, (part.strip() for part in text.split(","))):
-            objective, _, fraction = item.partition(":")
-            try:
-                phases.append((objective.strip(), float(fraction)))
-            except ValueError:
-                raise ValueError(f"Phase {item!r} is not OBJECTIVE:FRACTION; write e.g. 'clm:0.25,mlm:0.75'.") from None
-        return cls(phases)
+        if not text.strip(" ,"):
+            return cls(())
+        return cls(StepSchedule.parse(text, "phase", "OBJECTIVE", "clm:0.25,mlm:0.75", value=check_objective).phases)
+
+    @property
+    def phases(self) -> tuple[tuple[str, float], ...]:
+        return self.schedule.phases
 
     def boundaries(self, max_steps: int) -> list[tuple[str, int, int]]:
         """(objective, first step, end step) per phase; steps count from 0 like `global_step` before the step."""
-        spans, start, cumulative = [], 0, 0.0
-        for index, (objective, fraction) in enumerate(self.phases):
-            cumulative += fraction
-            # The last phase ends at max_steps exactly, whatever the float sum of the fractions.
-            end = max_steps if index == len(self.phases) - 1 else int(cumulative * max_steps + 0.5)
-            spans.append((objective, start, end))
-            start = end
-        return spans
+        return self.schedule.boundaries(max_steps)
 
     def objective_at(self, step: int, max_steps: int) -> str:
         """The objective of the optimizer step that starts at `global_step == step`."""
-        for objective, _, end in self.boundaries(max_steps):
-            if step < end:
-                return objective
-        return self.phases[-1][0]
+        return self.schedule.value_at(step, max_steps)
 
     def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kwargs):
         self.switched = objective_modules(model)
@@ -97,11 +82,7 @@ class PhaseScheduleCallback(TrainerCallback):
                 f"PhaseScheduleCallback drives a model whose `objective` attribute picks CLM or MLM "
                 f"(BiphasicEncoderForPreTraining); got {type(model).__name__}."
             )
-        empty = [(objective, start) for objective, start, end in self.boundaries(state.max_steps) if end == start]
-        if empty:
-            raise ValueError(
-                f"With max_steps={state.max_steps}, the phases {empty} get no step; train longer or merge phases."
-            )
+        self.schedule.check_steps(state.max_steps)
         self.check_collator(train_dataloader)
         self.switch_to(self.objective_at(state.global_step, state.max_steps))
 
@@ -128,11 +109,6 @@ class PhaseScheduleCallback(TrainerCallback):
     def switch_to(self, objective: str) -> None:
         for module in self.switched:
             module.objective = objective
-
-    def on_step_end(self, args, state, control, **kwargs):
-        # global_step now counts the step just taken: if the next step opens a phase, close the logging window.
-        if any(start == state.global_step for _, start, _ in self.boundaries(state.max_steps)[1:]):
-            control.should_log = True
 
     def measures_for_log(self, state, logs: dict) -> dict:
         """`clm_loss` or `mlm_loss` for a training log, `eval_clm_loss` or `eval_mlm_loss` for an evaluation's

@@ -35,6 +35,7 @@ SIZES = {
 
 class BiphasicRecipe(Recipe):
     config_class = BiphasicConfig
+    rotary_positions = True
     packing_style = "Llama-style blocks (documents started by BOS and ended by EOS)"
     options = (*Recipe.options, "from_causal_lm", "pack_documents", "phases", "init_from_smaller")
     # Perplexity is the masked-LM one: a CLM-phase evaluation (eval_loss = eval_clm_loss, a causal LM's) logs none.

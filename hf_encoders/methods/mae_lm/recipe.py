@@ -34,6 +34,9 @@ SIZES = {
 
 class MaeLmRecipe(BertBlocksRecipe):
     config_class = MaeLmConfig
+    # Its encoder adds learned absolute position embeddings to the relative bias, whose buckets need no change for
+    # longer blocks: every distance past relative_attention_max_distance shares the last bucket of its direction.
+    absolute_positions = True
     options = (
         *Recipe.options,
         "pack_documents",
