@@ -48,8 +48,8 @@ from .loss_curves import plot_loss_curves
 from .masking_epoch import MaskingEpochCallback
 from .numerics import NonFiniteLossCallback
 from .output_dir import prepare_output_dir, where_line
-from .plan import as_run, gpu_key, make_plan
 from .phased_blocks import data_phases, phased_blocks
+from .plan import as_run, gpu_key, make_plan
 from .preemption import PreemptionCallback
 from .presets import (
     Preset,
