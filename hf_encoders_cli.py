@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 from importlib import import_module
+from pathlib import Path
 
 # {subcommand: (the module whose `main(argv)` runs it, the line `hf-encoders --help` gives it)}.
 SUBCOMMANDS = {
@@ -39,6 +40,39 @@ SUBCOMMANDS = {
 }
 
 
+# The methods in the method table's order (tests/test_fast_import.py holds them to it), named here so that
+# `hf-encoders demo --help` imports none of the package.
+DEMO_METHODS = ("mlm", "mae_lm", "tacl", "biphasic")
+
+
+def demo_parser() -> argparse.ArgumentParser:
+    """The demo's options; here, not in hf_encoders.demo, so that `--help` answers at once."""
+    parser = argparse.ArgumentParser(
+        prog="hf-encoders demo",
+        description="Every method on the same token budget, offline, on 2 CPU cores in minutes. One Ctrl-C stops it "
+        "and says what is kept; the same command again continues from there.",
+    )
+    parser.add_argument("--output_dir", type=Path, default=Path("demo_output"))
+    parser.add_argument("--steps", type=int, default=600, help="pre-training steps per method (same for all)")
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--block_size", type=int, default=64)
+    parser.add_argument("--vocab_size", type=int, default=4000)
+    parser.add_argument("--finetune_examples", type=int, default=4000)
+    parser.add_argument("--finetune_epochs", type=float, default=5)
+    parser.add_argument("--methods", default=",".join(DEMO_METHODS), help="comma-separated subset of the methods")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="start afresh: remove what an earlier demo wrote into --output_dir (else the demo continues it)",
+    )
+    return parser
+
+
+# Subcommands whose parser builds without the package: their `--help` is answered here, at once.
+LIGHT_PARSERS = {"demo": demo_parser}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="hf-encoders", description="TaCL, MAE-LM and biphasic encoder pre-training as Transformers models."
@@ -49,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, (_, summary) in SUBCOMMANDS.items():
         subparsers.add_parser(name, help=summary, add_help=False)
     args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    if args.subcommand in LIGHT_PARSERS and any(argument in ("-h", "--help") for argument in rest):
+        LIGHT_PARSERS[args.subcommand]().parse_args(rest)  # prints the help and exits
     module_name, _ = SUBCOMMANDS[args.subcommand]
     return import_module(module_name).main(rest)
 

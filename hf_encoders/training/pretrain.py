@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 from datasets import Dataset, IterableDataset
+from tqdm.contrib.logging import logging_redirect_tqdm
 from transformers import (
     HfArgumentParser,
     PreTrainedTokenizerBase,
@@ -141,7 +142,11 @@ class PretrainResult:
     output_dir: Path
     encoder_dir: Path  # what fine-tuning loads: output_dir itself, or TaCL's exported student
     plots: list[Path] = field(default_factory=list)
-    preempted: bool = False
+    stopped_by: str | None = None  # the signal that stopped the run before its end (SIGINT, SIGTERM)
+
+    @property
+    def preempted(self) -> bool:
+        return self.stopped_by is not None
 
     def summary(self) -> str:
         """The run's last line: where the model to fine-tune, its card and its plots are."""
@@ -294,6 +299,12 @@ def build_trainer(
     return trainer
 
 
+def warnings_on_their_own_lines():
+    """Our and transformers' log lines during training written through tqdm, which lifts the progress bar first:
+    otherwise a warning (a collapse, a signal) is glued to the end of the bar's line."""
+    return logging_redirect_tqdm([logging.get_logger("hf_encoders"), logging.get_logger()])
+
+
 def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> PretrainResult:
     recipe = get_recipe(args.method)
     checkpoint = resolve_resume(training_args.resume_from_checkpoint, training_args.output_dir)
@@ -302,17 +313,14 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
         callback for callback in trainer.callback_handler.callbacks if isinstance(callback, PreemptionCallback)
     )
     try:
-        trainer.train(resume_from_checkpoint=checkpoint)
+        with warnings_on_their_own_lines():
+            trainer.train(resume_from_checkpoint=checkpoint)
     finally:  # a run that raises skips on_train_end, whose restore would otherwise never come
         preemption.restore_handlers()
     output_dir = Path(training_args.output_dir)
     if preemption.received:
         # Not the end of training: no final model, card or push; the checkpoint just saved is where it resumes.
-        logger.warning(
-            f"Stopped by {preemption.received} after step {trainer.state.global_step}, with a complete checkpoint in "
-            f"{output_dir}; continue with --resume_from_checkpoint true."
-        )
-        return PretrainResult(trainer, output_dir, output_dir, preempted=True)
+        return PretrainResult(trainer, output_dir, output_dir, stopped_by=preemption.received)
     trainer.save_model()
     encoder_dir = output_dir
     plots = [output_dir / "loss_curve.png"]
@@ -384,6 +392,11 @@ def parse_arguments(argv: list[str], device: Device | None = None) -> tuple[Pret
 def main(argv: list[str] | None = None) -> int:
     args, training_args = parse_arguments(sys.argv[1:] if argv is None else argv)
     result = pretrain(args, training_args)
+    if result.preempted:  # here, not in `pretrain`: a caller such as the demo resumes its own way
+        logger.warning(
+            f"Stopped by {result.stopped_by} after step {result.trainer.state.global_step}, with a complete "
+            f"checkpoint in {result.output_dir}; continue with --resume_from_checkpoint true."
+        )
     if result.trainer.is_world_process_zero():
         print(result.summary())
     # A process group left for the interpreter's exit can abort it: gloo's threads still hold work whose tensors need
