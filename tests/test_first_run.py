@@ -6,6 +6,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 from transformers import (
+    AutoTokenizer,
     BertConfig,
     BertForMaskedLM,
     BertModel,
@@ -28,6 +29,7 @@ from hf_encoders.models.biphasic import BiphasicConfig
 from hf_encoders.models.mae_lm import MaeLmConfig, modeling_mae_lm
 from hf_encoders.models.tacl import TaclForPreTraining, modeling_tacl
 from hf_encoders.training import diagnostics
+from hf_encoders.training import pretrain as pretrain_module
 from hf_encoders.training import recipe as base
 from hf_encoders.training.arguments import SIZES_HELP, PretrainArguments
 from hf_encoders.training.callbacks import DiagnosticsCallback, collapse
@@ -38,7 +40,7 @@ from hf_encoders.training.output_dir import logger as output_dir_logger
 from hf_encoders.training.recipe import get_recipe
 from hf_encoders_cli import main
 from tests.test_cli import run_script
-from tests.tiny_models import save_tiny_bert, tiny_mae_lm_config, tiny_tokenizer
+from tests.tiny_models import save_tiny_bert, tiny_llama, tiny_mae_lm_config, tiny_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -172,13 +174,25 @@ def test_a_tokenizer_without_mask_token_is_named_with_the_command_line_fix(tmp_p
     assert "pass --tokenizer_name a tokenizer that has one, or leave --tokenizer_name out" in str(refused.value)
 
 
-def test_tacl_length_is_checked_before_any_model_loads(bert, tmp_path, monkeypatch):
+@pytest.mark.parametrize("method", ["mlm", "mae_lm", "tacl", "biphasic"])
+def test_a_block_longer_than_the_continued_models_positions_is_refused_before_the_corpus_is_read(
+    method, tmp_path, monkeypatch
+):
     def never(*args, **kwargs):
-        raise AssertionError("the model was loaded before --block_size was checked")
+        raise AssertionError("the corpus was read before --block_size was checked")
 
-    monkeypatch.setattr(TaclForPreTraining, "from_encoder", never)
-    with pytest.raises(ValueError, match="pass --block_size 512 or less for this student"):
-        main(tiny_argv(tmp_path / "out", "tacl", "--model_name_or_path", bert, "--block_size", "1024"))
+    monkeypatch.setattr(pretrain_module, "run_documents", never)
+    if method == "biphasic":
+        option, start = "--from_causal_lm", str(tmp_path / "llama")
+        tiny_llama().save_pretrained(start)
+    else:
+        option, start = "--model_name_or_path", save_tiny_bert(tmp_path / "bert", max_position_embeddings=64)
+    with pytest.raises(ValueError) as refused:
+        main(tiny_argv(tmp_path / "out", method, option, start, "--block_size", "128"))
+    assert str(refused.value) == (
+        f"--block_size 128 is longer than the 64 positions {start}'s position table covers; pass --block_size 64 or "
+        "less for this model."
+    )
 
 
 def test_help_states_the_sizes_of_every_preset():
@@ -443,3 +457,19 @@ def test_config_overrides_a_continued_checkpoint_would_ignore_are_refused(tmp_pa
     )
     with pytest.raises(ValueError, match=message):
         main(argv)
+
+
+def test_a_corpus_too_short_for_one_block_says_how_many_tokens_it_gave(tmp_path):
+    corpus = tmp_path / "two.txt"
+    corpus.write_text("The cat sat on the mat. It was warm.\n")
+    bert = save_tiny_bert(tmp_path / "bert")
+    tokens = len(AutoTokenizer.from_pretrained(bert)(corpus.read_text().strip(), add_special_tokens=False).input_ids)
+    with pytest.raises(ValueError) as refused:
+        main(
+            tiny_argv(tmp_path / "out", "mlm", "--corpus", str(corpus), "--tokenizer_name", bert, "--block_size", "64")
+        )
+    assert str(refused.value) == (
+        f"The corpus gave {tokens} tokens in 1 training document(s), which make 0 training examples of --block_size "
+        "64: pass a smaller --block_size, or more text (a larger corpus, a larger --max_documents, or fewer rows left "
+        "out by --skip_bad_rows)."
+    )

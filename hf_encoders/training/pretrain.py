@@ -206,7 +206,23 @@ def training_data(recipe, args: PretrainArguments, training_args: TrainingArgume
     recipe.check_tokenizer(args, tokenizer)
     if args.streaming:  # after the tokenizer, which a run trains on the whole corpus whatever its number of ranks
         documents = stream_for_this_rank(documents, training_args)
-    return TrainingData(tokenizer, recipe.build_dataset(args, tokenizer, documents), validation_documents, report)
+    examples = recipe.build_dataset(args, tokenizer, documents)
+    check_training_examples(examples, documents, tokenizer, args)
+    return TrainingData(tokenizer, examples, validation_documents, report)
+
+
+def check_training_examples(examples, documents, tokenizer, args: PretrainArguments) -> None:
+    """A corpus too short for one training example, refused in numbers the user can act on (else torch's sampler
+    refuses it at the first step: "num_samples should be a positive integer value")."""
+    if not isinstance(examples, Dataset) or len(examples) > 0:  # a stream's length is unknown until it is read
+        return
+    encoded = tokenizer(list(documents["text"]), add_special_tokens=False, verbose=False)["input_ids"]
+    tokens = sum(map(len, encoded))
+    raise ValueError(
+        f"The corpus gave {tokens:,} tokens in {len(documents):,} training document(s), which make 0 training "
+        f"examples of --block_size {args.block_size}: pass a smaller --block_size, or more text (a larger corpus, "
+        "a larger --max_documents, or fewer rows left out by --skip_bad_rows)."
+    )
 
 
 def diagnostics_callbacks(args: PretrainArguments, tokenizer, validation_documents) -> list[TrainerCallback]:

@@ -10,7 +10,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from datasets import Dataset
-from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
+from transformers import AutoConfig, PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
 from ..data.packing import pack_bert_style, tokenize_documents
 from ..data.tokenizer import load_or_train_tokenizer, load_tokenizer
@@ -46,6 +46,24 @@ COMMON_OPTIONS = (
     "skip_bad_rows",
     "fp8",
 )
+
+
+# Encoders whose position ids start after the padding index (transformers' RoBERTa family): they cover fewer tokens
+# than max_position_embeddings, as TaclForPreTraining.max_sequence_length counts.
+POSITIONS_AFTER_PADDING = ("roberta", "xlm-roberta", "camembert", "data2vec-text")
+
+
+def position_limit(checkpoint: str) -> int | None:
+    """The longest input the position table of `checkpoint` covers, read from its config alone (no weights load);
+    None where the config says nothing (or is not there: loading the model then says what is wrong)."""
+    try:
+        config = AutoConfig.from_pretrained(checkpoint)
+    except (OSError, ValueError):
+        return None
+    limit = getattr(config, "max_position_embeddings", None)
+    if limit is not None and config.model_type in POSITIONS_AFTER_PADDING:
+        limit -= config.pad_token_id + 1
+    return limit
 
 
 def get_recipe(name: str) -> "Recipe":
@@ -122,6 +140,18 @@ class Recipe:
                 raise ValueError(unread[option])
         if args.config_overrides and self.config_class is not None:  # a mistyped field fails before the corpus is read
             parse_config_overrides(args.config_overrides, self.config_class)
+        self.check_block_size(args)
+
+    def check_block_size(self, args) -> None:
+        """A block longer than the position table of the checkpoint continued is refused before the corpus is read
+        (else a model fails at its first step, or indexes past its table)."""
+        start = args.starting_checkpoint
+        limit = position_limit(start) if start else None
+        if limit is not None and args.block_size > limit:
+            raise ValueError(
+                f"--block_size {args.block_size} is longer than the {limit} positions {start}'s position table "
+                f"covers; pass --block_size {limit} or less for this model."
+            )
 
     def check_resume(self, args, training_args, checkpoint: str) -> None:
         """Refuse to resume `checkpoint` with options that would not continue it exactly (a method's own rules)."""

@@ -8,8 +8,6 @@ checkpoint of the encoder's own type with the student's card.
 
 from pathlib import Path
 
-from transformers import AutoConfig
-
 from ...data.sentences import documents_to_sentences
 from ...data.tokenizer import load_tokenizer
 from ...models.tacl import TaclForPreTraining
@@ -26,21 +24,6 @@ CONFIG_OPTIONS = {
     "use_nsp": "use_nsp",
     "exclude_padding_from_contrast": "exclude_padding_from_contrast",
 }
-# Encoders whose position ids start after the padding index (transformers' RoBERTa family): they cover fewer tokens
-# than max_position_embeddings, as TaclForPreTraining.max_sequence_length counts.
-POSITIONS_AFTER_PADDING = ("roberta", "xlm-roberta", "camembert", "data2vec-text")
-
-
-def student_length_limit(encoder: str) -> int | None:
-    """The longest input the encoder's position table covers, read from its config alone (no weights load)."""
-    try:
-        config = AutoConfig.from_pretrained(encoder)
-    except (OSError, ValueError):
-        return None  # the model's own loading names what is wrong with the path
-    limit = getattr(config, "max_position_embeddings", None)
-    if limit is not None and config.model_type in POSITIONS_AFTER_PADDING:
-        limit -= config.pad_token_id + 1
-    return limit
 
 
 class TaclRecipe(Recipe):
@@ -62,13 +45,8 @@ class TaclRecipe(Recipe):
     )
 
     def check_arguments(self, args) -> None:
+        self.require_encoder(args)
         super().check_arguments(args)
-        limit = student_length_limit(self.require_encoder(args))
-        if limit is not None and args.block_size > limit:
-            raise ValueError(
-                f"--block_size {args.block_size} is longer than {args.model_name_or_path}'s position table covers; "
-                f"pass --block_size {limit} or less for this student."
-            )
 
     def build_tokenizer(self, args, documents):
         # TaCL continues an encoder: only its own vocabulary fits its embeddings.
