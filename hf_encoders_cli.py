@@ -97,6 +97,11 @@ def console() -> None:
     debug = len(argv) < len(sys.argv) - 1 or os.environ.get("HF_ENCODERS_DEBUG", "0") not in ("", "0")
     try:
         sys.exit(main(argv))
+    except KeyboardInterrupt:  # a command that stops cleanly on Ctrl-C returns; this is a second one, or another
+        if debug:
+            raise
+        print("\nhf-encoders: stopped by Ctrl-C.", file=sys.stderr)
+        sys.exit(130)
     except Exception as error:
         if debug or not one_line_error(error):
             raise

@@ -7,6 +7,8 @@ import logging
 import pytest
 import torch
 
+from hf_encoders.evaluation import grid as grid_module
+from hf_encoders.evaluation.finetune import fine_tune
 from hf_encoders.evaluation.grid import RESULTS_FILE
 from hf_encoders_cli import main
 from tests.task_folders import write_ir_folder, write_task_folders
@@ -72,3 +74,37 @@ def test_bad_input_is_named_before_any_run(grid, change, message, tmp_path):
     with pytest.raises(ValueError, match=message):
         main(["evaluate", *change(arguments)])
     assert not (tmp_path / "out" / RESULTS_FILE).exists()
+
+
+def test_a_training_state_is_named_with_the_folder_to_pass_after_the_others_are_evaluated(grid, tmp_path):
+    output_dir, arguments = grid
+    state = tmp_path / "tacl"
+    (state / "student").mkdir(parents=True)
+    (state / "student" / "config.json").write_text("{}")
+    with pytest.raises(ValueError) as refused:
+        main(["evaluate", str(state), *arguments])
+    assert str(refused.value) == (
+        f"evaluated 2 model(s) into {output_dir / 'REPORT.md'}; skipped 1 MODEL(s): {state} is a TaCL training state "
+        f"(student and teacher), not an encoder: pass {state / 'student'}, the encoder it trained."
+    )
+
+
+def test_ctrl_c_stops_cleanly_with_every_finished_run_kept(grid, tmp_path, monkeypatch, capsys):
+    _, arguments = grid
+    arguments = [a if a != str(grid[0]) else str(tmp_path / "out") for a in arguments]
+    finished = []
+
+    def ctrl_c_on_the_second_run(*args, **kwargs):
+        if finished:
+            raise KeyboardInterrupt
+        finished.append(fine_tune(*args, **kwargs))
+        return finished[-1]
+
+    monkeypatch.setattr(grid_module, "fine_tune", ctrl_c_on_the_second_run)
+    assert main(["evaluate", *arguments]) == 130
+    results = tmp_path / "out" / RESULTS_FILE
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"hf-encoders evaluate: stopped. {results} keeps the 1 finished run(s); the same command again continues "
+        "from there, skipping them."
+    )
+    assert [json.loads(line)["status"] for line in results.read_text().splitlines()] == ["finished"]

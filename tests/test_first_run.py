@@ -1,6 +1,8 @@
 """What a new user meets first: a frozen real token, a reused output folder, errors in the command line's words."""
 
 import re
+import signal
+import sys
 
 import pytest
 import torch
@@ -18,6 +20,7 @@ from transformers import (
 from transformers.testing_utils import CaptureLogger
 from transformers.utils import logging as transformers_logging
 
+import hf_encoders_cli
 from hf_encoders import DataCollatorForMaeLm, MaeLmForMaskedLM, MaeLmForSequenceClassification
 from hf_encoders.analysis import plots
 from hf_encoders.analysis.plots import TRAINING_DIAGNOSTICS
@@ -28,7 +31,7 @@ from hf_encoders.methods.mlm import recipe as mlm
 from hf_encoders.models.biphasic import BiphasicConfig
 from hf_encoders.models.mae_lm import MaeLmConfig, modeling_mae_lm
 from hf_encoders.models.tacl import TaclForPreTraining, modeling_tacl
-from hf_encoders.training import diagnostics
+from hf_encoders.training import diagnostics, preemption
 from hf_encoders.training import pretrain as pretrain_module
 from hf_encoders.training import recipe as base
 from hf_encoders.training.arguments import SIZES_HELP, PretrainArguments
@@ -37,6 +40,7 @@ from hf_encoders.training.cards import training_summary, write_model_card
 from hf_encoders.training.loss_curves import plot_run, wants_log_axis
 from hf_encoders.training.model_sizes import parse_config_overrides
 from hf_encoders.training.output_dir import logger as output_dir_logger
+from hf_encoders.training.preemption import PreemptionCallback
 from hf_encoders.training.recipe import get_recipe
 from hf_encoders_cli import main
 from tests.test_cli import run_script
@@ -473,3 +477,30 @@ def test_a_corpus_too_short_for_one_block_says_how_many_tokens_it_gave(tmp_path)
         "64: pass a smaller --block_size, or more text (a larger corpus, a larger --max_documents, or fewer rows left "
         "out by --skip_bad_rows)."
     )
+
+
+def test_the_first_sigint_says_at_once_that_training_stops_after_the_step():
+    callback = PreemptionCallback()
+    callback.on_train_begin(args=None, state=None, control=None)
+    try:
+        with CaptureLogger(preemption.logger) as captured:
+            signal.raise_signal(signal.SIGINT)  # handled at once, not when a step ends: no step runs here
+    finally:
+        callback.restore_handlers()
+    assert captured.out == (
+        "SIGINT received: training stops after the current step and saves a checkpoint to resume from (Ctrl-C "
+        "again stops at once, without it).\n"
+    )
+    assert callback.received == "SIGINT"
+
+
+def test_a_ctrl_c_no_command_catches_ends_the_script_in_one_line(monkeypatch, capsys):
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(hf_encoders_cli, "main", interrupted)
+    monkeypatch.setattr(sys, "argv", ["hf-encoders", "analyze", "model"])
+    with pytest.raises(SystemExit) as exit_info:
+        hf_encoders_cli.console()
+    assert exit_info.value.code == 130
+    assert capsys.readouterr().err == "\nhf-encoders: stopped by Ctrl-C.\n"

@@ -6,10 +6,12 @@ hf-encoders evaluate MODEL [MODEL ...] --task KIND:SOURCE [--task ...] --output_
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 
+from ..model_folders import skipped_models_error, usable_models
 from .finetune import pooling_of
-from .grid import DEFAULT_LEARNING_RATES, DEFAULT_SEEDS, Protocol, run_grid
+from .grid import DEFAULT_LEARNING_RATES, DEFAULT_SEEDS, RESULTS_FILE, Protocol, read_results, run_grid
 from .report import write_report
 from .retrieval import RETRIEVAL_POOLING
 from .tasks import KINDS
@@ -31,12 +33,16 @@ def evaluate(
     protocol = protocol or Protocol()
     if not models or not tasks:
         raise ValueError("evaluate needs at least one MODEL and one --task KIND:SOURCE.")
+    models, fixes = usable_models(models)
     results = run_grid(models, tasks, output_dir, protocol, learning_rates, seeds, keep_checkpoints)
     if not results:
         raise ValueError(f"no run finished; the errors are in {Path(output_dir) / 'results.jsonl'}.")
     kinds = {task.split(":", 1)[0] for task in tasks}
     poolings = {model: heads_and_pooling(model, kinds, protocol.trust_remote_code) for model in models}
-    return write_report(results, Path(output_dir), protocol.identity(), poolings)
+    report = write_report(results, Path(output_dir), protocol.identity(), poolings)
+    if fixes:  # after the others are evaluated: their runs are kept
+        raise skipped_models_error(f"evaluated {len(models)} model(s) into {report}", fixes)
+    return report
 
 
 def heads_and_pooling(model: str, kinds: set[str], trust_remote_code: bool) -> str:
@@ -107,8 +113,17 @@ def main(argv: list[str] | None = None) -> int:
         trust_remote_code=args.trust_remote_code,
         training_overrides=overrides,
     )
-    report = evaluate(
-        args.models, args.tasks, args.output_dir, protocol, args.learning_rates, args.seeds, args.keep_checkpoints
-    )
+    try:
+        report = evaluate(
+            args.models, args.tasks, args.output_dir, protocol, args.learning_rates, args.seeds, args.keep_checkpoints
+        )
+    except KeyboardInterrupt:  # results.jsonl gains a line per finished run only: it holds every one of them
+        finished = sum(record["status"] == "finished" for record in read_results(args.output_dir))
+        print(
+            f"\nhf-encoders evaluate: stopped. {args.output_dir / RESULTS_FILE} keeps the {finished} finished run(s); "
+            "the same command again continues from there, skipping them.",
+            file=sys.stderr,
+        )
+        return 130  # the shell's code for a run ended by Ctrl-C
     print(f"Wrote {report}")
     return 0
