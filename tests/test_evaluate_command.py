@@ -3,13 +3,15 @@ folders, then a rerun that finds everything done, and the command's bad input.""
 
 import json
 import logging
+from collections import Counter
+from pathlib import Path
 
 import pytest
 import torch
 
 from hf_encoders.evaluation import grid as grid_module
-from hf_encoders.evaluation.finetune import fine_tune
-from hf_encoders.evaluation.grid import RESULTS_FILE
+from hf_encoders.evaluation.finetune import fine_tune, protocol_arguments
+from hf_encoders.evaluation.grid import RESULTS_FILE, Protocol
 from hf_encoders_cli import main
 from tests.task_folders import write_ir_folder, write_task_folders
 from tests.tiny_models import save_tiny_bert, save_tiny_mae_lm
@@ -108,3 +110,26 @@ def test_ctrl_c_stops_cleanly_with_every_finished_run_kept(grid, tmp_path, monke
         "from there, skipping them."
     )
     assert [json.loads(line)["status"] for line in results.read_text().splitlines()] == ["finished"]
+
+
+def test_labels_name_the_rows_and_the_report_gives_the_chance_level(grid, tmp_path):
+    output_dir, arguments = grid
+    assert main(["evaluate", *arguments, "--labels", "MAE", "BERT"]) == 0  # every run is done: the report alone
+    report = (output_dir / "REPORT.md").read_text()
+    assert "| MAE |" in report and "| BERT |" in report and "| mae_lm |" not in report
+    sc_folder = next(a.split(":", 1)[1] for a in arguments if a.startswith("sc:"))
+    split = Path(sc_folder) / ("test.jsonl" if (Path(sc_folder) / "test.jsonl").exists() else "validation.jsonl")
+    labels = [json.loads(line)["label"] for line in split.read_text().splitlines() if line.strip()]
+    chance = 100 * Counter(labels).most_common(1)[0][1] / len(labels)
+    assert (
+        f"Chance, the score of always answering the most frequent label of the split shown: sc:sc {chance:.2f}. "
+        in report
+    )
+    with pytest.raises(ValueError, match=r"--labels names 1 model\(s\) but 2 MODEL\(s\) were given"):
+        main(["evaluate", *arguments, "--labels", "one"])
+
+
+def test_fine_tuning_logs_a_few_lines_per_run_never_one_per_step():
+    settings = Protocol().run_settings(learning_rate=1e-4, seed=0)
+    for steps, interval in ((2, 10), (30, 10), (1000, 100)):
+        assert protocol_arguments(settings, steps, Path("x"))["logging_steps"] == interval

@@ -14,7 +14,7 @@ from .finetune import pooling_of
 from .grid import DEFAULT_LEARNING_RATES, DEFAULT_SEEDS, RESULTS_FILE, Protocol, read_results, run_grid
 from .report import write_report
 from .retrieval import RETRIEVAL_POOLING
-from .tasks import KINDS
+from .tasks import KINDS, chance_score, load_task
 
 logger = logging.getLogger(__name__)
 
@@ -27,19 +27,25 @@ def evaluate(
     learning_rates=DEFAULT_LEARNING_RATES,
     seeds=DEFAULT_SEEDS,
     keep_checkpoints: bool = False,
+    labels: list[str] | None = None,
 ) -> Path:
     """Fine-tune every model on every task at every rate and seed (what is not in results.jsonl yet), then write
-    REPORT.md, results.json and the stability plots in `output_dir`. Returns REPORT.md's path."""
+    REPORT.md, results.json and the stability plots in `output_dir`. Returns REPORT.md's path. `labels` name the
+    models in the report (default: their folder names)."""
     protocol = protocol or Protocol()
     if not models or not tasks:
         raise ValueError("evaluate needs at least one MODEL and one --task KIND:SOURCE.")
+    if labels is not None and len(labels) != len(models):
+        raise ValueError(f"--labels names {len(labels)} model(s) but {len(models)} MODEL(s) were given.")
+    named = dict(zip(models, labels)) if labels else None
     models, fixes = usable_models(models)
     results = run_grid(models, tasks, output_dir, protocol, learning_rates, seeds, keep_checkpoints)
     if not results:
         raise ValueError(f"no run finished; the errors are in {Path(output_dir) / 'results.jsonl'}.")
     kinds = {task.split(":", 1)[0] for task in tasks}
     poolings = {model: heads_and_pooling(model, kinds, protocol.trust_remote_code) for model in models}
-    report = write_report(results, Path(output_dir), protocol.identity(), poolings)
+    chances = {task: chance_score(load_task(task)) for task in tasks if task.startswith("sc:")}
+    report = write_report(results, Path(output_dir), protocol.identity(), poolings, named, chances)
     if fixes:  # after the others are evaluated: their runs are kept
         raise skipped_models_error(f"evaluated {len(models)} model(s) into {report}", fixes)
     return report
@@ -82,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
         "test.jsonl) or a preset (sc:sst2, sc:mnli, sc:qqp, tc:conll2003, qa:squad, qa:squad_v2, ir:msmarco)",
     )
     parser.add_argument("--output_dir", required=True, type=Path)
+    parser.add_argument(
+        "--labels", nargs="+", metavar="LABEL", help="names of the models in the report (default: folder names)"
+    )
     parser.add_argument("--learning_rates", type=comma_separated(float), default=DEFAULT_LEARNING_RATES)
     parser.add_argument("--seeds", type=comma_separated(int), default=DEFAULT_SEEDS)
     parser.add_argument("--max_steps", type=int, default=1000, help="capped at one epoch, as in the paper")
@@ -115,7 +124,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         report = evaluate(
-            args.models, args.tasks, args.output_dir, protocol, args.learning_rates, args.seeds, args.keep_checkpoints
+            args.models,
+            args.tasks,
+            args.output_dir,
+            protocol,
+            args.learning_rates,
+            args.seeds,
+            args.keep_checkpoints,
+            labels=args.labels,
         )
     except KeyboardInterrupt:  # results.jsonl gains a line per finished run only: it holds every one of them
         finished = sum(record["status"] == "finished" for record in read_results(args.output_dir))
