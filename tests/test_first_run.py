@@ -24,6 +24,7 @@ import hf_encoders_cli
 from hf_encoders import DataCollatorForMaeLm, MaeLmForMaskedLM, MaeLmForSequenceClassification
 from hf_encoders.analysis import plots
 from hf_encoders.analysis.plots import TRAINING_DIAGNOSTICS
+from hf_encoders.data.corpus import load_documents
 from hf_encoders.methods.biphasic import recipe as biphasic
 from hf_encoders.methods.mae_lm import conversion as mae_lm_conversion
 from hf_encoders.methods.mae_lm import recipe as mae_lm
@@ -504,3 +505,34 @@ def test_a_ctrl_c_no_command_catches_ends_the_script_in_one_line(monkeypatch, ca
         hf_encoders_cli.console()
     assert exit_info.value.code == 130
     assert capsys.readouterr().err == "\nhf-encoders: stopped by Ctrl-C.\n"
+
+
+def test_the_card_says_the_models_size_schedule_and_the_documents_it_read(tmp_path):
+    folder = tmp_path / "out"
+    options = ("--learning_rate", "0.0005", "--lr_scheduler_type", "cosine", "--warmup_steps", "1")
+    validation = (
+        "--validation_split_percentage",
+        "20",
+        "--eval_strategy",
+        "steps",
+        "--eval_steps",
+        "2",
+        "--logging_steps",
+        "1",
+    )
+    with CaptureLogger(pretrain_module.logger) as captured:
+        assert main(tiny_argv(folder, "mlm", *options, "--weight_decay", "0.01", *validation)) == 0
+    model = BertForMaskedLM.from_pretrained(folder)
+    card = (folder / "README.md").read_text()
+    assert f"- model size: {model.num_parameters():,} parameters\n" in card
+    assert f"- vocabulary: {model.config.vocab_size:,} tokens\n" in card
+    assert (
+        "- learning rate: peak 0.0005, cosine schedule over 2 steps after 1 warm-up steps; weight decay 0.01\n" in card
+    )
+    # 30 documents read, a fifth of them (rounded up) held out.
+    assert f"- documents: 30 of the corpus's {len(load_documents()):,} (--max_documents), 6 of them held out" in card
+    assert "- model FLOPs utilisation: not measured, the device's peak is unknown (pass --peak_tflops" in card
+    said = re.findall(
+        r"Validation set: [\d,]+ examples from 6 held-out documents, evaluated every 2 steps\.", captured.out
+    )
+    assert len(said) == 1, captured.out

@@ -61,6 +61,34 @@ def training_summary(state: TrainerState, tokens_per_step: int | None = None) ->
     return "\n".join(lines)
 
 
+def model_lines(encoder, model=None) -> list[str]:
+    """The card's size lines: the parameters of the encoder fine-tuning loads (and of the whole pre-training model,
+    where it holds more: TaCL's teacher), and the vocabulary its embeddings cover."""
+    size = f"- model size: {encoder.num_parameters():,} parameters"
+    if model is not None and model is not encoder:
+        size += f" in the encoder ({model.num_parameters():,} in the model pre-trained)"
+    return [size, f"- vocabulary: {encoder.config.vocab_size:,} tokens"]
+
+
+def schedule_line(training_args, state: TrainerState) -> str:
+    """The learning rate, its schedule and warm-up, as Trainer ran them."""
+    steps = state.max_steps or state.global_step
+    warmup = training_args.get_warmup_steps(steps) if steps else 0
+    schedule = getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type)
+    return (
+        f"- learning rate: peak {training_args.learning_rate:g}, {schedule} schedule over {steps:,} steps after "
+        f"{warmup:,} warm-up steps; weight decay {training_args.weight_decay:g}"
+    )
+
+
+def mfu_line(state: TrainerState) -> list[str]:
+    """Where throughput was logged but no MFU: why not (the device's peak is unknown), and how to get it."""
+    logged = [entry for entry in state.log_history if "tokens_per_second" in entry]
+    if not logged or any("mfu" in entry for entry in logged):
+        return []
+    return ["- model FLOPs utilisation: not measured, the device's peak is unknown (pass --peak_tflops to measure it)"]
+
+
 def write_model_card(
     output_dir: Path,
     state: TrainerState,
@@ -73,13 +101,16 @@ def write_model_card(
     pipeline_tag: str | None = None,
     subfolder: str | None = None,
     corpus_report=None,
+    training_args=None,
+    model_facts: list[str] | None = None,
 ) -> Path:
     """README.md in `output_dir`, from `model_cards/<template>.md` (default: the method's card).
 
     `model_id` is the Hub repository the usage snippets name (default: the folder's name, or with `subfolder` its
     parent's); `subfolder` is where the folder sits inside that repository or parent (TaCL's student).
     `pipeline_tag` defaults to the recipe's. `corpus_report` (data/corpus_report.py) adds the mixture's sources,
-    weights and realised shares, and the bad rows skipped.
+    weights and realised shares, the documents read and the bad rows skipped; `training_args` the learning rate and
+    schedule; `model_facts` the model's size lines (`model_lines`).
     """
     sources = [args.corpus] if corpus_report is None else [source.name for source in corpus_report.sources]
     corpus_lines = [] if corpus_report is None else corpus_report.lines()
@@ -100,7 +131,14 @@ def write_model_card(
         on_hub=model_id is not None,
         corpus=", ".join(EMBEDDED_CORPUS if name in (None, "embedded") else name for name in sources),
         training_summary="\n".join(
-            [training_summary(state, tokens_per_step), *recipe.summary_lines(args), *corpus_lines]
+            [
+                training_summary(state, tokens_per_step),
+                *mfu_line(state),
+                *(model_facts or []),
+                *([schedule_line(training_args, state)] if training_args is not None else []),
+                *recipe.summary_lines(args),
+                *corpus_lines,
+            ]
         ),
         **recipe.card_variables(args),
     )

@@ -27,7 +27,7 @@ from ..analysis import plot_training_diagnostics
 from ..data.corpus_report import CorpusReport, run_documents
 from ..data.token_cache import cached_blocks
 from .arguments import TRAINER_OPTION_HELP, PretrainArguments
-from .cards import write_model_card
+from .cards import model_lines, write_model_card
 from .diagnostics import DiagnosticsCallback
 from .fast_path import (
     Device,
@@ -59,6 +59,7 @@ from .validation import (
     probe_sentences,
     split_validation,
     validation_collator,
+    validation_size_line,
 )
 
 logger = logging.get_logger(__name__)
@@ -158,7 +159,7 @@ class PretrainResult:
         return where_line(self.output_dir, self.encoder_dir, self.plots)
 
 
-def card_writer(recipe, args: PretrainArguments, training_args: TrainingArguments, corpus_report: CorpusReport):
+def card_writer(recipe, args: PretrainArguments, training_args: TrainingArguments, corpus_report: CorpusReport, model):
     """(output_dir, TrainerState) -> README.md, for the final save and for every Hub push."""
     sequences_per_step = (
         training_args.train_batch_size * training_args.world_size * training_args.gradient_accumulation_steps
@@ -170,6 +171,8 @@ def card_writer(recipe, args: PretrainArguments, training_args: TrainingArgument
         model_id=training_args.hub_model_id,
         tokens_per_step=sequences_per_step * args.block_size,
         corpus_report=corpus_report,
+        training_args=training_args,
+        model_facts=model_lines(recipe.encoder(model), model),
     )
 
 
@@ -202,6 +205,8 @@ def training_data(recipe, args: PretrainArguments, training_args: TrainingArgume
         return TrainingData(tokenizer, blocks, validation_documents, report)
     documents, report = run_documents(args, training_args.seed)
     documents, validation_documents = split_validation(documents, args, seed=training_args.seed)
+    if isinstance(validation_documents, Dataset) and args.validation_file is None:
+        report.held_out = len(validation_documents)
     tokenizer = shared_tokenizer(recipe, args, training_args, documents)
     recipe.check_tokenizer(args, tokenizer)
     if args.streaming:  # after the tokenizer, which a run trains on the whole corpus whatever its number of ranks
@@ -286,6 +291,8 @@ def build_trainer(
     if evaluates_during_training(training_args):
         eval_dataset = recipe.build_dataset(args, tokenizer, validation_documents)
         check_validation_examples(eval_dataset)
+        if training_args.process_index == 0 and isinstance(eval_dataset, Dataset):
+            logger.warning(validation_size_line(eval_dataset, validation_documents, training_args))
     trainer_class = StreamingPretrainingTrainer if args.streaming else PretrainingTrainer
     trainer = trainer_class(
         model=model,
@@ -303,13 +310,13 @@ def build_trainer(
             MaskingEpochCallback(collator),
             NonFiniteLossCallback(),
             PreemptionCallback(),
-            CompleteUploadCallback(card_writer(recipe, args, training_args, data.corpus_report)),
+            CompleteUploadCallback(card_writer(recipe, args, training_args, data.corpus_report, model)),
         ],
     )
     trainer.corpus_report = data.corpus_report  # for the final card, and the log of what the run read
     if training_args.push_to_hub:  # Trainer has created the repository, and knows its id, by now
         write_card = partial(
-            card_writer(recipe, args, training_args, data.corpus_report), model_id=trainer.hub_model_id
+            card_writer(recipe, args, training_args, data.corpus_report, model), model_id=trainer.hub_model_id
         )
         trainer.add_callback(CheckpointBranchCallback(trainer.hub_model_id, write_card))
     return trainer
@@ -349,7 +356,7 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
             plot_training_diagnostics(log_history, plots[-1])
         for line in trainer.corpus_report.lines():  # at the end: a stream's shares are counted as it is read
             logger.warning(line.removeprefix("- "))
-        write_card = card_writer(recipe, args, training_args, trainer.corpus_report)
+        write_card = card_writer(recipe, args, training_args, trainer.corpus_report, trainer.model)
         write_card(output_dir, trainer.state)
         # Before the push, so that what the output folder's card describes (TaCL: a training state and its
         # student/ subfolder) is what the Hub receives.
