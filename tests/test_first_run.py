@@ -125,7 +125,7 @@ def test_a_folder_holding_another_method_is_refused_or_cleared(tmp_path, capsys)
 
 def test_a_folder_holding_an_earlier_runs_checkpoints_is_refused_unless_the_run_resumes_from_one(tmp_path):
     folder = tmp_path / "out"
-    saving = ("--save_strategy", "steps", "--save_steps", "1")
+    saving = ("--save_strategy", "steps", "--save_steps", "1", "--keep_optimizer_state")  # runs are trained on
     assert main(tiny_argv(folder, "mae_lm", *saving)) == 0
     with pytest.raises(ValueError) as refused:
         main(tiny_argv(folder, "mae_lm", *saving))
@@ -536,3 +536,24 @@ def test_the_card_says_the_models_size_schedule_and_the_documents_it_read(tmp_pa
         r"Validation set: [\d,]+ examples from 6 held-out documents, evaluated every 2 steps\.", captured.out
     )
     assert len(said) == 1, captured.out
+
+
+def test_a_finished_run_drops_its_last_optimizer_state_and_refuses_to_resume_without_it(tmp_path, capsys):
+    folder = tmp_path / "out"
+    saving = ("--save_strategy", "steps", "--save_steps", "1")
+    with CaptureLogger(pretrain_module.logger) as captured:
+        assert main(tiny_argv(folder, "mae_lm", *saving)) == 0
+    assert (folder / "checkpoint-1" / "optimizer.pt").is_file(), "a checkpoint the run went on from keeps it"
+    assert not list((folder / "checkpoint-2").glob("optimizer*"))
+    assert f"Dropped the optimizer state of {folder / 'checkpoint-2'} (" in captured.out
+    assert (folder / "model.safetensors").is_file()
+    with pytest.raises(ValueError) as refused:
+        main(tiny_argv(folder, "mae_lm", *saving, "--max_steps", "3", "--resume_from_checkpoint", "true"))
+    assert str(refused.value) == (
+        f"{folder / 'checkpoint-2'} holds no optimizer state: it is the last checkpoint of a finished run, which "
+        "drops it unless --keep_optimizer_state. Continue its model with a new optimizer instead: "
+        f"--model_name_or_path {folder / 'checkpoint-2'}, in a new --output_dir."
+    )
+    kept = tmp_path / "kept"
+    assert main(tiny_argv(kept, "mae_lm", *saving, "--keep_optimizer_state")) == 0
+    assert (kept / "checkpoint-2" / "optimizer.pt").is_file()

@@ -241,6 +241,14 @@ class PretrainArguments:
     preprocessing_num_workers: int | None = field(
         default=None, metadata={"help": "Processes for tokenisation (datasets.map)."}
     )
+    keep_optimizer_state: bool = field(
+        default=False,
+        metadata={
+            "help": "Keep the optimizer state in the last checkpoint of a finished run, to train it on later with "
+            "--resume_from_checkpoint and a larger --max_steps; by default it is dropped (it is twice the model's size "
+            "in fp32), and the final model is what is kept."
+        },
+    )
 
     def __post_init__(self):
         if isinstance(self.corpus, list):  # --corpus given more than once

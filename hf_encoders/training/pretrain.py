@@ -21,6 +21,7 @@ from transformers import (
     TrainingArguments,
     set_seed,
 )
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from transformers.utils import logging
 
 from ..analysis import plot_training_diagnostics
@@ -48,7 +49,7 @@ from .numerics import NonFiniteLossCallback
 from .output_dir import prepare_output_dir, where_line
 from .preemption import PreemptionCallback
 from .recipe import get_recipe
-from .resume import resolve_resume
+from .resume import check_optimizer_state, drop_optimizer_state, resolve_resume
 from .sentence_transformers_config import write_sentence_transformers_config
 from .streaming import StreamingPretrainingTrainer, stream_for_this_rank
 from .trainer import PretrainingTrainer
@@ -270,6 +271,8 @@ def build_trainer(
                 overwrite=args.overwrite_output_dir,
                 resume_checkpoint=resume_from_checkpoint,
             )
+    if resume_from_checkpoint is not None:
+        check_optimizer_state(resume_from_checkpoint)
     set_seed(training_args.seed)  # before the model is built, so two runs with one seed start from the same weights
     data = training_data(recipe, args, training_args)
     tokenizer, validation_documents = data.tokenizer, data.validation_documents
@@ -365,6 +368,14 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
         # are untrained); one continued from a checkpoint keeps the limit it came with.
         max_seq_length = None if args.starting_checkpoint else args.block_size
         write_sentence_transformers_config(encoder_dir, recipe.encoder(trainer.model), max_seq_length=max_seq_length)
+        if not args.keep_optimizer_state:
+            # Only continuing this finished run would read it, and it is twice the model's size.
+            final_checkpoint = output_dir / f"{PREFIX_CHECKPOINT_DIR}-{trainer.state.global_step}"
+            if freed := drop_optimizer_state(final_checkpoint):
+                logger.warning(
+                    f"Dropped the optimizer state of {final_checkpoint} ({freed / 2**20:,.1f} MiB): the run is over and "
+                    "its model is saved; --keep_optimizer_state keeps it to train the run on later."
+                )
         if training_args.push_to_hub:
             push_output_dir(trainer)
     return PretrainResult(trainer, output_dir, encoder_dir, plots)

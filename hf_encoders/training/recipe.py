@@ -42,6 +42,7 @@ COMMON_OPTIONS = (
     "peak_tflops",
     "overwrite_output_dir",
     "preprocessing_num_workers",
+    "keep_optimizer_state",
     "tokenized_dir",
     "skip_bad_rows",
     "fp8",
