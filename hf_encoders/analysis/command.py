@@ -16,6 +16,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModel
 
+from hf_encoders_cli import CommandParser
+
 from ..data.corpus import load_documents
 from ..data.sentences import split_sentences
 from ..data.tokenizer import load_tokenizer
@@ -28,7 +30,7 @@ from .report import LayerwiseReport, layerwise_report, token_similarity_matrix
 
 def build_parser() -> argparse.ArgumentParser:
     # Options left out fall back to analyze()'s defaults: one place states them.
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="hf-encoders analyze", description=__doc__.splitlines()[0], argument_default=argparse.SUPPRESS
     )
     parser.add_argument("models", nargs="+", metavar="MODEL", help="checkpoint folder for AutoModel and AutoTokenizer")
@@ -36,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--corpus", help="file, folder or dataset name (default: English prose from Python's own documentation)"
     )
     parser.add_argument("--max_sentences", type=int, help="analyse the corpus's first N sentences")
-    parser.add_argument("--batch_size", type=int)
+    parser.add_argument("--batch_size", type=int, help="sentences per forward pass")
     parser.add_argument("--max_length", type=int, help="truncate sentences to this many tokens")
     parser.add_argument("--mask_probability", type=float, help="share of real tokens masked")
     parser.add_argument("--rank_threshold", type=float, help="tau of the effective rank")
@@ -44,7 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--labels", nargs="+", metavar="LABEL", help="names of the models in plots and report (default: folder names)"
     )
-    parser.add_argument("--output_dir", type=Path, default=Path("analysis"))
+    parser.add_argument(
+        "--output_dir", type=Path, default=Path("analysis"), help="where report.json and the plots are written"
+    )
     parser.add_argument("--seed", type=int, help="seed of the [MASK] positions")
     parser.add_argument("--device", help="default: cuda where available, else cpu")
     parser.add_argument("--trust_remote_code", action="store_true", help="run modelling code shipped by a checkpoint")

@@ -9,6 +9,8 @@ import logging
 import sys
 from pathlib import Path
 
+from hf_encoders_cli import CommandParser
+
 from ..model_folders import skipped_models_error, usable_models
 from .finetune import pooling_of
 from .grid import DEFAULT_LEARNING_RATES, DEFAULT_SEEDS, RESULTS_FILE, Protocol, read_results, run_grid
@@ -71,11 +73,11 @@ def comma_separated(cast):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="hf-encoders evaluate",
         description="Fine-tune checkpoints with the protocol of 'Should We Still Pretrain Encoders with Masked "
         "Language Modeling?' (Gisserot-Boukhlef et al., 2025: rates x seeds, best rate on validation) and write "
-        "REPORT.md, results.jsonl, results.json and stability plots.",
+        "REPORT.md, results.jsonl, results.json and stability plots. Ctrl-C stops it with every finished run kept.",
     )
     parser.add_argument("models", nargs="+", metavar="MODEL", help="checkpoint folders or Hub ids")
     parser.add_argument(
@@ -87,21 +89,40 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"KIND is one of {', '.join(KINDS)}; SOURCE a folder with train.jsonl and validation.jsonl (optionally "
         "test.jsonl) or a preset (sc:sst2, sc:mnli, sc:qqp, tc:conll2003, qa:squad, qa:squad_v2, ir:msmarco)",
     )
-    parser.add_argument("--output_dir", required=True, type=Path)
+    parser.add_argument(
+        "--output_dir",
+        required=True,
+        type=Path,
+        help="where results.jsonl, REPORT.md and the plots are written; a rerun skips the runs finished there",
+    )
     parser.add_argument(
         "--labels", nargs="+", metavar="LABEL", help="names of the models in the report (default: folder names)"
     )
-    parser.add_argument("--learning_rates", type=comma_separated(float), default=DEFAULT_LEARNING_RATES)
-    parser.add_argument("--seeds", type=comma_separated(int), default=DEFAULT_SEEDS)
+    parser.add_argument(
+        "--learning_rates",
+        type=comma_separated(float),
+        default=DEFAULT_LEARNING_RATES,
+        help=f"comma-separated; the best on validation is reported (default: {','.join(map(str, DEFAULT_LEARNING_RATES))})",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=comma_separated(int),
+        default=DEFAULT_SEEDS,
+        help=f"comma-separated; a run per seed at every rate (default: {','.join(map(str, DEFAULT_SEEDS))})",
+    )
     parser.add_argument("--max_steps", type=int, default=1000, help="capped at one epoch, as in the paper")
-    parser.add_argument("--per_device_train_batch_size", type=int, default=32)
-    parser.add_argument("--warmup_ratio", type=float, default=0.1)
+    parser.add_argument("--per_device_train_batch_size", type=int, default=32, help="fine-tuning batch size")
+    parser.add_argument(
+        "--warmup_ratio", type=float, default=0.1, help="share of the steps the learning rate warms up over"
+    )
     parser.add_argument("--max_length", type=int, default=256, help="tokens per input (longer inputs are truncated)")
-    parser.add_argument("--trust_remote_code", action="store_true")
+    parser.add_argument(
+        "--trust_remote_code", action="store_true", help="run modelling code shipped by a checkpoint (ours need it)"
+    )
     parser.add_argument("--keep_checkpoints", action="store_true", help="keep each run's fine-tuned model")
     precision = parser.add_mutually_exclusive_group()
-    precision.add_argument("--bf16", action="store_true")
-    precision.add_argument("--fp16", action="store_true")
+    precision.add_argument("--bf16", action="store_true", help="fine-tune in bfloat16 mixed precision")
+    precision.add_argument("--fp16", action="store_true", help="fine-tune in float16 mixed precision (GPU)")
     parser.add_argument("--use_cpu", action="store_true", help="train on the CPU even where a GPU is available")
     return parser
 

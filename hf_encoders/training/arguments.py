@@ -2,6 +2,10 @@
 
 from dataclasses import dataclass, field
 
+from transformers import HfArgumentParser
+
+from hf_encoders_cli import OneLineErrors
+
 from ..data.masking_units import MASKING_UNITS
 from ..data.token_cache import recorded_block_size
 from ..methods import METHODS
@@ -18,6 +22,18 @@ TRAINER_OPTION_HELP = {
     "resume_from_checkpoint": "true: continue from the last complete checkpoint-N in --output_dir, with the losses "
     "an uninterrupted run would have had; or the path of one checkpoint-N folder.",
 }
+
+
+class HfCommandParser(OneLineErrors, HfArgumentParser):
+    """HfArgumentParser with hf-encoders' one-line errors (a mistyped flag's closest option, no usage dump)."""
+
+    def parse_args_into_dataclasses(self, args=None, **kwargs):
+        if kwargs.pop("return_remaining_strings", False):
+            return super().parse_args_into_dataclasses(args, return_remaining_strings=True, **kwargs)
+        *parsed, remaining = super().parse_args_into_dataclasses(args, return_remaining_strings=True, **kwargs)
+        if remaining:  # HfArgumentParser's own refusal is a ValueError listing them, with no guess
+            self.error(f"unrecognized arguments: {' '.join(remaining)}")
+        return tuple(parsed)
 
 
 @dataclass

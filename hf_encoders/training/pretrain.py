@@ -27,7 +27,7 @@ from transformers.utils import logging
 from ..analysis import plot_training_diagnostics
 from ..data.corpus_report import CorpusReport, run_documents
 from ..data.token_cache import cached_blocks
-from .arguments import TRAINER_OPTION_HELP, PretrainArguments
+from .arguments import TRAINER_OPTION_HELP, HfCommandParser, PretrainArguments
 from .cards import model_lines, write_model_card
 from .diagnostics import DiagnosticsCallback
 from .fast_path import (
@@ -382,7 +382,13 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
 
 
 def pretrain_parser(add_help: bool = True) -> HfArgumentParser:
-    parser = HfArgumentParser((PretrainArguments, TrainingArguments), prog="hf-encoders pretrain", add_help=add_help)
+    parser = HfCommandParser(
+        (PretrainArguments, TrainingArguments),
+        prog="hf-encoders pretrain",
+        description="Pre-train an encoder with --method mlm, mae_lm, tacl or biphasic on Trainer: this package's "
+        "options first, then every TrainingArguments option.",
+        add_help=add_help,
+    )
     for action in parser._actions:  # argparse keeps no public table of its options
         action.help = TRAINER_OPTION_HELP.get(action.dest, action.help)
     return parser
