@@ -7,6 +7,7 @@ import sys
 import pytest
 import torch
 from matplotlib.figure import Figure
+from tqdm.auto import tqdm
 from transformers import (
     AutoTokenizer,
     BertConfig,
@@ -42,6 +43,7 @@ from hf_encoders.training.loss_curves import plot_run, wants_log_axis
 from hf_encoders.training.model_sizes import parse_config_overrides
 from hf_encoders.training.output_dir import logger as output_dir_logger
 from hf_encoders.training.preemption import PreemptionCallback
+from hf_encoders.training.pretrain import warnings_on_their_own_lines
 from hf_encoders.training.recipe import get_recipe
 from hf_encoders_cli import main
 from tests.test_cli import run_script
@@ -557,3 +559,14 @@ def test_a_finished_run_drops_its_last_optimizer_state_and_refuses_to_resume_wit
     kept = tmp_path / "kept"
     assert main(tiny_argv(kept, "mae_lm", *saving, "--keep_optimizer_state")) == 0
     assert (kept / "checkpoint-2" / "optimizer.pt").is_file()
+
+
+def test_a_warning_during_training_starts_a_line_of_its_own(capsys):
+    bar = tqdm(total=3, file=sys.stderr, mininterval=0)
+    bar.update(1)
+    with warnings_on_their_own_lines():
+        diagnostics.logger.warning("the top layer collapsed")
+    bar.close()
+    err = capsys.readouterr().err
+    assert err[: err.index("the top layer collapsed")].endswith("\r"), "the bar's line was not lifted first"
+    assert "the top layer collapsed\n" in err
