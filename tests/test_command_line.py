@@ -3,11 +3,19 @@ one option in both its spellings is that option, errors are one line without the
 one spelling, and every command's help is complete."""
 
 import argparse
+import re
+import shlex
+from pathlib import Path
 
 import pytest
 
 import hf_encoders_cli
+from hf_encoders.analysis.command import build_parser as analyze_parser
+from hf_encoders.evaluation.command import build_parser as evaluate_parser
+from hf_encoders.training.pretrain import pretrain_parser
 from hf_encoders_cli import SUBCOMMANDS, CommandParser, OneLineErrors, main
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def error_of(capsys, *argv) -> str:
@@ -102,3 +110,18 @@ def test_every_commands_help_is_complete(subcommand, monkeypatch):
 
 def test_the_console_script_uses_the_one_line_parser():
     assert hf_encoders_cli.CommandParser.__mro__[1] is OneLineErrors
+
+
+def documented_commands(page: Path) -> list[list[str]]:
+    """The `hf-encoders` commands of a page's bash blocks, continuation lines joined, a `$(...)` as one word."""
+    blocks = re.findall(r"^```bash\n(.*?)^```", page.read_text(), flags=re.DOTALL | re.MULTILINE)
+    lines = "\n".join(blocks).replace("\\\n", " ").splitlines()
+    return [shlex.split(re.sub(r'"\$\(.*?\)"', "MODEL", line))[1:] for line in lines if line.startswith("hf-encoders ")]
+
+
+def test_the_own_corpus_pages_commands_take_only_real_options():
+    commands = documented_commands(ROOT / "docs" / "own_corpus.md")
+    assert [command[0] for command in commands] == ["pretrain", "analyze", "evaluate"]
+    parsers = {"pretrain": pretrain_parser(), "analyze": analyze_parser(), "evaluate": evaluate_parser()}
+    for subcommand, *argv in commands:
+        parsers[subcommand].parse_args(argv)  # an unknown option exits with the error
