@@ -65,6 +65,8 @@ class OneLineErrors:
         }
 
     def expand_abbreviations(self, argv: list[str]) -> list[str]:
+        if not self.allow_abbrev:
+            return argv
         spellings = self.spellings()
         expanded = []
         for position, argument in enumerate(argv):
@@ -150,8 +152,11 @@ LIGHT_PARSERS = {"demo": demo_parser}
 
 
 def main(argv: list[str] | None = None) -> int:
+    # No abbreviations here: what follows the subcommand is its own parser's to read.
     parser = CommandParser(
-        prog="hf-encoders", description="TaCL, MAE-LM and biphasic encoder pre-training as Transformers models."
+        prog="hf-encoders",
+        allow_abbrev=False,
+        description="TaCL, MAE-LM and biphasic encoder pre-training as Transformers models.",
     )
     # Read by `console` wherever it stands on the command line; declared here for --help.
     parser.add_argument("--debug", action="store_true", help="show an error's traceback (or set HF_ENCODERS_DEBUG=1)")

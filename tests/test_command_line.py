@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-import hf_encoders_cli
 from hf_encoders.analysis.command import build_parser as analyze_parser
 from hf_encoders.evaluation.command import build_parser as evaluate_parser
 from hf_encoders.training.pretrain import pretrain_parser
@@ -106,10 +105,6 @@ def test_every_commands_help_is_complete(subcommand, monkeypatch):
     assert parser.description and parser.description.rstrip().endswith("."), parser.description
     helpless = [action.dest for action in parser._actions if not action.help]
     assert helpless == [], f"hf-encoders {subcommand}: options without help"
-
-
-def test_the_console_script_uses_the_one_line_parser():
-    assert hf_encoders_cli.CommandParser.__mro__[1] is OneLineErrors
 
 
 def documented_commands(page: Path) -> list[list[str]]:
