@@ -61,13 +61,16 @@ def training_summary(state: TrainerState, tokens_per_step: int | None = None) ->
     return "\n".join(lines)
 
 
-def model_lines(encoder, model=None) -> list[str]:
+def model_lines(encoder, model, tokenizer) -> list[str]:
     """The card's size lines: the parameters of the encoder fine-tuning loads (and of the whole pre-training model,
-    where it holds more: TaCL's teacher), and the vocabulary its embeddings cover."""
+    where it holds more: TaCL's teacher), and the vocabulary (with the embedding rows, where padded beyond it)."""
     size = f"- model size: {encoder.num_parameters():,} parameters"
-    if model is not None and model is not encoder:
+    if model is not encoder:
         size += f" in the encoder ({model.num_parameters():,} in the model pre-trained)"
-    return [size, f"- vocabulary: {encoder.config.vocab_size:,} tokens"]
+    vocabulary = f"- vocabulary: {len(tokenizer):,} tokens"
+    if encoder.config.vocab_size > len(tokenizer):
+        vocabulary += f" ({encoder.config.vocab_size:,} embedding rows)"
+    return [size, vocabulary]
 
 
 def schedule_line(training_args, state: TrainerState) -> str:

@@ -160,7 +160,9 @@ class PretrainResult:
         return where_line(self.output_dir, self.encoder_dir, self.plots)
 
 
-def card_writer(recipe, args: PretrainArguments, training_args: TrainingArguments, corpus_report: CorpusReport, model):
+def card_writer(
+    recipe, args: PretrainArguments, training_args: TrainingArguments, corpus_report: CorpusReport, model, tokenizer
+):
     """(output_dir, TrainerState) -> README.md, for the final save and for every Hub push."""
     sequences_per_step = (
         training_args.train_batch_size * training_args.world_size * training_args.gradient_accumulation_steps
@@ -173,7 +175,7 @@ def card_writer(recipe, args: PretrainArguments, training_args: TrainingArgument
         tokens_per_step=sequences_per_step * args.block_size,
         corpus_report=corpus_report,
         training_args=training_args,
-        model_facts=model_lines(recipe.encoder(model), model),
+        model_facts=model_lines(recipe.encoder(model), model, tokenizer),
     )
 
 
@@ -313,13 +315,14 @@ def build_trainer(
             MaskingEpochCallback(collator),
             NonFiniteLossCallback(),
             PreemptionCallback(),
-            CompleteUploadCallback(card_writer(recipe, args, training_args, data.corpus_report, model)),
+            CompleteUploadCallback(card_writer(recipe, args, training_args, data.corpus_report, model, tokenizer)),
         ],
     )
     trainer.corpus_report = data.corpus_report  # for the final card, and the log of what the run read
     if training_args.push_to_hub:  # Trainer has created the repository, and knows its id, by now
         write_card = partial(
-            card_writer(recipe, args, training_args, data.corpus_report, model), model_id=trainer.hub_model_id
+            card_writer(recipe, args, training_args, data.corpus_report, model, tokenizer),
+            model_id=trainer.hub_model_id,
         )
         trainer.add_callback(CheckpointBranchCallback(trainer.hub_model_id, write_card))
     return trainer
@@ -359,7 +362,9 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
             plot_training_diagnostics(log_history, plots[-1])
         for line in trainer.corpus_report.lines():  # at the end: a stream's shares are counted as it is read
             logger.warning(line.removeprefix("- "))
-        write_card = card_writer(recipe, args, training_args, trainer.corpus_report, trainer.model)
+        write_card = card_writer(
+            recipe, args, training_args, trainer.corpus_report, trainer.model, trainer.processing_class
+        )
         write_card(output_dir, trainer.state)
         # Before the push, so that what the output folder's card describes (TaCL: a training state and its
         # student/ subfolder) is what the Hub receives.
