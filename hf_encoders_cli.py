@@ -10,9 +10,12 @@ subcommand's module is imported only when that subcommand runs. `python -m hf_en
 """
 
 import argparse
+import difflib
 import os
+import re
 import sys
 from importlib import import_module
+from pathlib import Path
 
 # {subcommand: (the module whose `main(argv)` runs it, the line `hf-encoders --help` gives it)}.
 SUBCOMMANDS = {
@@ -47,9 +50,121 @@ SUBCOMMANDS = {
 }
 
 
+class OneLineErrors:
+    """An argparse parser's errors as hf-encoders gives them: one line saying what to fix, without the usage (pretrain's
+    runs to a hundred lines and more), then where the options are listed. An abbreviation that names one option is
+    that option, whichever of its spellings (`--output_dir`, `--output-dir`) it abbreviates; a mistyped flag gets the
+    option it is closest to; every option is named by its first spelling alone. Mixed into `argparse.ArgumentParser`
+    and transformers' `HfArgumentParser`."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        return super().parse_known_args(self.expand_abbreviations(sys.argv[1:] if args is None else args), namespace)
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {self.refined(message)} (`{self.prog} --help` lists the options)\n")
+
+    def spellings(self) -> dict[str, str]:
+        """{every long option string: the first spelling of its option}."""
+        return {
+            option: action.option_strings[0]
+            for action in self._actions  # argparse keeps no public table of its options
+            for option in action.option_strings
+            if option.startswith("--")
+        }
+
+    def expand_abbreviations(self, argv: list[str]) -> list[str]:
+        if not self.allow_abbrev:
+            return argv
+        spellings = self.spellings()
+        expanded = []
+        for position, argument in enumerate(argv):
+            if argument == "--":  # what follows is positional
+                return [*expanded, *argv[position:]]
+            flag, equals, value = argument.partition("=")
+            if flag.startswith("--") and flag not in spellings:
+                meant = {spelling for option, spelling in spellings.items() if option.startswith(flag)}
+                if len(meant) == 1:
+                    argument = meant.pop() + equals + value
+            expanded.append(argument)
+        return expanded
+
+    def refined(self, message: str) -> str:
+        spellings = self.spellings()
+        if message.startswith("unrecognized arguments: "):
+            flags = [item.partition("=")[0] for item in message.split()[2:] if item.startswith("--")]
+            guesses = {flag: guess for flag in flags if (guess := self.closest(flag, spellings))}
+            if len(guesses) == 1:
+                message += f"; did you mean {next(iter(guesses.values()))}?"
+            elif guesses:
+                message += "; did you mean " + ", ".join(f"{guess} for {flag}" for flag, guess in guesses.items()) + "?"
+        elif choice := re.match(r"(.*invalid choice: '([^']*)' \(choose from (.*)\))$", message):
+            choices = [item.strip(" '") for item in choice.group(3).split(",")]
+            guesses = difflib.get_close_matches(choice.group(2), choices, n=1)
+            message = choice.group(1) + (f"; did you mean {guesses[0]}?" if guesses else "")
+        elif message.startswith("ambiguous option: "):
+            flag = message.removeprefix("ambiguous option: ").split()[0].partition("=")[0]
+            meant = sorted({spelling for option, spelling in spellings.items() if option.startswith(flag)})
+            message = f"ambiguous option: {flag} could be {' or '.join(meant)}; write one out in full"
+        # One spelling per option: "--output_dir/--output-dir" and "--output_dir, --output-dir" name one option.
+        for option, spelling in spellings.items():
+            if option != spelling:
+                message = re.sub(rf"(/|, ){re.escape(option)}(?![\w-])", "", message)
+        return message
+
+    @staticmethod
+    def closest(flag: str, spellings: dict[str, str]) -> str | None:
+        """The option a mistyped flag is closest to, if one is close (difflib's similarity of 0.6 or more)."""
+        guesses = difflib.get_close_matches(flag, sorted(set(spellings.values())), n=1)
+        return guesses[0] if guesses else None
+
+
+class CommandParser(OneLineErrors, argparse.ArgumentParser):
+    """The parser of every hf-encoders command that is not pretrain's or tokenize's (`HfArgumentParser`s)."""
+
+
+# The methods in the method table's order (tests/test_fast_import.py holds them to it), named here so that
+# `hf-encoders demo --help` imports none of the package.
+DEMO_METHODS = ("mlm", "mae_lm", "tacl", "biphasic")
+
+
+def demo_parser() -> argparse.ArgumentParser:
+    """The demo's options; here, not in hf_encoders.demo, so that `--help` answers at once."""
+    parser = CommandParser(
+        prog="hf-encoders demo",
+        description="Every method on the same token budget, offline, on 2 CPU cores in minutes. One Ctrl-C stops it "
+        "and says what is kept; the same command again continues from there.",
+    )
+    parser.add_argument(
+        "--output_dir", type=Path, default=Path("demo_output"), help="where the models and REPORT.md are written"
+    )
+    parser.add_argument("--steps", type=int, default=600, help="pre-training steps per method (same for all)")
+    parser.add_argument("--batch_size", type=int, default=32, help="sequences per step, pre-training and fine-tuning")
+    parser.add_argument("--block_size", type=int, default=64, help="tokens per pre-training sequence")
+    parser.add_argument("--vocab_size", type=int, default=4000, help="size of the WordPiece tokenizer trained first")
+    parser.add_argument(
+        "--finetune_examples", type=int, default=4000, help="sentences of the word-order task (a quarter held out)"
+    )
+    parser.add_argument("--finetune_epochs", type=float, default=5, help="fine-tuning epochs per method")
+    parser.add_argument("--methods", default=",".join(DEMO_METHODS), help="comma-separated subset of the methods")
+    parser.add_argument("--seed", type=int, default=0, help="seed of every run")
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="start afresh: remove what an earlier demo wrote into --output_dir (else the demo continues it)",
+    )
+    return parser
+
+
+# Subcommands whose parser builds without the package: their `--help` is answered here, at once.
+LIGHT_PARSERS = {"demo": demo_parser}
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="hf-encoders", description="TaCL, MAE-LM and biphasic encoder pre-training as Transformers models."
+    # No abbreviations here: what follows the subcommand is its own parser's to read.
+    parser = CommandParser(
+        prog="hf-encoders",
+        allow_abbrev=False,
+        description="TaCL, MAE-LM and biphasic encoder pre-training as Transformers models.",
     )
     # Read by `console` wherever it stands on the command line; declared here for --help.
     parser.add_argument("--debug", action="store_true", help="show an error's traceback (or set HF_ENCODERS_DEBUG=1)")
@@ -57,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, (_, summary) in SUBCOMMANDS.items():
         subparsers.add_parser(name, help=summary, add_help=False)
     args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    if args.subcommand in LIGHT_PARSERS and any(argument in ("-h", "--help") for argument in rest):
+        LIGHT_PARSERS[args.subcommand]().parse_args(rest)  # prints the help and exits
     module_name, _ = SUBCOMMANDS[args.subcommand]
     return import_module(module_name).main(rest)
 
@@ -69,6 +186,11 @@ def console() -> None:
     debug = len(argv) < len(sys.argv) - 1 or os.environ.get("HF_ENCODERS_DEBUG", "0") not in ("", "0")
     try:
         sys.exit(main(argv))
+    except KeyboardInterrupt:  # a command that stops cleanly on Ctrl-C returns; this is a second one, or another
+        if debug:
+            raise
+        print("\nhf-encoders: stopped by Ctrl-C.", file=sys.stderr)
+        sys.exit(130)
     except Exception as error:
         if debug or not one_line_error(error):
             raise

@@ -6,14 +6,20 @@
 4. fine-tuning on a downstream task built from corpus sentences: is the word order intact or shuffled?
    (a syntax probe a bag of words cannot solve; pre-training saw the sentences, never the labels);
 5. demo_output/REPORT.md: one table and the plots.
+
+One Ctrl-C stops the whole demo, saying what is kept; running the same command again continues where it stopped
+(each finished stage kept, an interrupted pre-training resumed from its checkpoint), `--restart` starts afresh.
 """
 
-import argparse
+import json
 import random
+import shutil
 from pathlib import Path
 
 from datasets import Dataset
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, Trainer, TrainingArguments
+
+from hf_encoders_cli import demo_parser as build_parser
 
 from .analysis import LayerwiseReport, token_counts, unigram_entropy
 from .analysis.command import analyze, corpus_sentences
@@ -25,20 +31,81 @@ from .metrics import classification_metrics
 from .training.arguments import PretrainArguments
 from .training.loss_curves import plot_loss_curves
 from .training.pretrain import pretrain
+from .training.resume import last_complete_checkpoint
+
+# What the demo writes into --output_dir, all that --restart removes: files of the user's stay.
+STATE = "demo_state.json"
+WRITTEN = (STATE, "tokenizer", "pretrain", "analysis", "loss_curves.png", "REPORT.md")
+# Options that change nothing a stage computes: a run may continue an earlier one whatever they are.
+NOT_COMPARED = ("output_dir", "methods", "restart")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hf-encoders demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--output_dir", type=Path, default=Path("demo_output"))
-    parser.add_argument("--steps", type=int, default=600, help="pre-training steps per method (same for all)")
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--block_size", type=int, default=64)
-    parser.add_argument("--vocab_size", type=int, default=4000)
-    parser.add_argument("--finetune_examples", type=int, default=4000)
-    parser.add_argument("--finetune_epochs", type=float, default=5)
-    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of the methods")
-    parser.add_argument("--seed", type=int, default=0)
-    return parser
+class DemoState:
+    """What the demo has finished in its folder (demo_state.json), so that running it again continues there: the
+    settings it ran with, whether the tokenizer is trained, each finished pre-training's encoder and each
+    fine-tuning's accuracy. Written whole after each stage, by a rename, so a Ctrl-C never leaves half of it."""
+
+    def __init__(self, settings):
+        self.path = settings.output_dir / STATE
+        self.settings = {key: value for key, value in vars(settings).items() if key not in NOT_COMPARED}
+        self.data = {"settings": self.settings, "tokenizer": False, "pretrained": {}, "accuracies": {}}
+
+    def load(self) -> "DemoState":
+        """The folder's earlier state, refused if it ran with other settings (its stages would mix with this
+        run's) or if the folder holds a demo's files but no state."""
+        folder = self.path.parent
+        if not self.path.is_file():
+            if any((folder / name).exists() for name in WRITTEN):
+                raise ValueError(
+                    f"{folder} holds files of an earlier demo but no {STATE} saying which stages it finished; add "
+                    "--restart to start afresh (removing what the demo wrote there), or pass a new --output_dir."
+                )
+            return self
+        earlier = json.loads(self.path.read_text())
+        differ = [key for key, value in self.settings.items() if earlier["settings"].get(key) != value]
+        if differ:
+            given = ", ".join(f"--{key} {earlier['settings'].get(key)}" for key in differ)
+            raise ValueError(
+                f"{folder} holds a demo run with {given}: pass the same to continue it, or add --restart to start "
+                "afresh with these settings."
+            )
+        self.data = earlier
+        return self
+
+    def save(self) -> None:
+        partial = self.path.with_suffix(".json.partial")
+        partial.write_text(json.dumps(self.data, indent=1))
+        partial.replace(self.path)
+
+    def stopped_line(self, names: list[str], steps: int) -> str:
+        """The demo's last line after a Ctrl-C: what is kept, and how to go on."""
+        kept = ["the tokenizer"] if self.data["tokenizer"] else []
+        for name in names:
+            checkpoint = last_complete_checkpoint(self.path.parent / "pretrain" / name)
+            if name in self.data["pretrained"]:
+                tuned = name in self.data["accuracies"]
+                kept.append(f"{name} pre-trained{' and fine-tuned' if tuned else ''}")
+            elif checkpoint is not None:
+                step = json.loads((checkpoint / "trainer_state.json").read_text())["global_step"]
+                kept.append(f"{name}'s pre-training at step {step} of {steps} ({checkpoint})")
+        return (
+            f"hf-encoders demo: stopped. Kept in {self.path.parent}: {'; '.join(kept) or 'nothing yet'}. Run the "
+            "same command again to continue from there, or add --restart to start afresh."
+        )
+
+
+class Stopped(Exception):
+    """A stage stopped by Ctrl-C (or SIGTERM) with what it did saved."""
+
+
+def restart(output_dir: Path) -> None:
+    """Remove what the demo wrote into `output_dir` before (and only that)."""
+    for name in WRITTEN:
+        path = output_dir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
 
 
 def demo_training_arguments(output_dir: Path, settings, **overrides) -> TrainingArguments:
@@ -58,16 +125,25 @@ def demo_training_arguments(output_dir: Path, settings, **overrides) -> Training
     return TrainingArguments(**{**defaults, **overrides})
 
 
-def pretrain_all(settings, tokenizer_dir: Path, names: list[str]) -> dict[str, dict]:
-    """Every chosen method, in the table's order; one that continues another's encoder (TaCL) starts from that run."""
+def pretrain_all(settings, tokenizer_dir: Path, names: list[str], state: DemoState) -> dict[str, dict]:
+    """Every chosen method, in the table's order; one that continues another's encoder (TaCL) starts from that run.
+    A pre-training finished before is kept, one stopped before resumes from its last checkpoint."""
+    for name, method in METHODS.items():
+        if name in names and method.demo_continues and method.demo_continues not in names:
+            raise ValueError(f"demo run {name!r} continues from {method.demo_continues!r}; include it in --methods.")
     runs = {}
     for name, method in METHODS.items():
         if name not in names:
             continue
-        if method.demo_continues and method.demo_continues not in runs:
-            raise ValueError(f"demo run {name!r} continues from {method.demo_continues!r}; include it in --methods.")
         output_dir = settings.output_dir / "pretrain" / name
-        print(f"\n=== pre-training {method.title} ({settings.steps} steps) ===", flush=True)
+        if name in state.data["pretrained"]:
+            print(f"\n=== pre-training {method.title}: finished in an earlier run, kept ===", flush=True)
+            log_history = json.loads((output_dir / "log_history.json").read_text())
+            runs[name] = {"path": state.data["pretrained"][name], "log_history": log_history}
+            continue
+        checkpoint = last_complete_checkpoint(output_dir)
+        resumed = f", resumed from {checkpoint.name}" if checkpoint else ""
+        print(f"\n=== pre-training {method.title} ({settings.steps} steps{resumed}) ===", flush=True)
         args = PretrainArguments(
             method=name,
             tokenizer_name=str(tokenizer_dir),
@@ -75,8 +151,18 @@ def pretrain_all(settings, tokenizer_dir: Path, names: list[str]) -> dict[str, d
             model_size=None if method.demo_continues else "tiny",  # a continued encoder keeps its own size
             model_name_or_path=runs[method.demo_continues]["path"] if method.demo_continues else None,
         )
-        result = pretrain(args, demo_training_arguments(output_dir, settings, max_steps=settings.steps))
+        training_args = demo_training_arguments(
+            output_dir,
+            settings,
+            max_steps=settings.steps,
+            resume_from_checkpoint=str(checkpoint) if checkpoint else None,
+        )
+        result = pretrain(args, training_args)
+        if result.preempted:  # its checkpoint is saved: the next run resumes it
+            raise Stopped
         runs[name] = {"path": str(result.encoder_dir), "log_history": result.trainer.state.log_history}
+        state.data["pretrained"][name] = runs[name]["path"]
+        state.save()
     return runs
 
 
@@ -200,14 +286,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     settings = parser.parse_args(accept_dashed_spellings(argv, parser))
     names = [get_method(name.strip()).name for name in settings.methods.split(",")]
+    if settings.restart:
+        restart(settings.output_dir)
     settings.output_dir.mkdir(parents=True, exist_ok=True)
+    state = DemoState(settings).load()
+    try:
+        run_demo(settings, names, state)
+    except (KeyboardInterrupt, Stopped):
+        print(f"\n{state.stopped_line(names, settings.steps)}", flush=True)
+        return 130  # the shell's code for a run ended by Ctrl-C
+    return 0
 
+
+def run_demo(settings, names: list[str], state: DemoState) -> None:
     documents = load_documents()
     tokenizer_dir = settings.output_dir / "tokenizer"
-    tokenizer = train_wordpiece_tokenizer(documents["text"], vocab_size=settings.vocab_size)
-    tokenizer.save_pretrained(tokenizer_dir)
+    if state.data["tokenizer"]:  # never trained again: training one is not reproducible, and the models use it
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    else:
+        tokenizer = train_wordpiece_tokenizer(documents["text"], vocab_size=settings.vocab_size)
+        tokenizer.save_pretrained(tokenizer_dir)
+        state.data["tokenizer"] = True
+        state.save()
     plateau = unigram_entropy(token_counts(tokenizer, documents["text"]))
-    runs = pretrain_all(settings, tokenizer_dir, names)
+    runs = pretrain_all(settings, tokenizer_dir, names, state)
     plot_loss_curves(
         {label: run["log_history"] for label, run in runs.items()}, settings.output_dir / "loss_curves.png"
     )
@@ -222,10 +324,13 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     task = word_order_task(corpus_sentences(None, settings.finetune_examples), settings.seed)
-    accuracies = {}
+    accuracies = state.data["accuracies"]
     for label, run in runs.items():
+        if label in accuracies:
+            print(f"\n=== fine-tuning {label} on word order: finished in an earlier run, kept ===", flush=True)
+            continue
         print(f"\n=== fine-tuning {label} on word order ===", flush=True)
         accuracies[label] = finetune(run["path"], task, settings)
+        state.save()
     report = write_report(settings, runs, analysis, accuracies, plateau)
     print(f"\nWrote {report}")
-    return 0

@@ -8,9 +8,10 @@ Which methods export, and how, is their `exporter` in the method table (`hf_enco
 method's own `export.py`.
 """
 
-import argparse
 import json
 from pathlib import Path
+
+from hf_encoders_cli import CommandParser
 
 from ._moved import moved_attribute
 from .methods import METHODS, load, method_of_model_type
@@ -50,9 +51,9 @@ def export(checkpoint: str, output_dir: str | Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hf-encoders export", description=__doc__.splitlines()[0])
+    parser = CommandParser(prog="hf-encoders export", description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint", help="a TaCL or biphasic checkpoint folder")
-    parser.add_argument("output_dir")
+    parser.add_argument("output_dir", help="the folder the exported checkpoint is written to")
     args = parser.parse_args(argv)
     print(f"Exported to {export(args.checkpoint, args.output_dir)}")
     return 0

@@ -4,6 +4,7 @@ for the ranks, one unpadded sentence at a time for the streamed layer-wise repor
 import json
 import os
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -420,3 +421,28 @@ def test_analyze_names_a_missing_model_before_analysing_any(tmp_path, tokenizer)
     with pytest.raises(TokenizerLoadError, match=message):
         analyze([str(tmp_path / "good"), str(missing), "--output_dir", str(output), "--device", "cpu"])
     assert not output.exists() or not os.listdir(output), "the first model was analysed before the second was checked"
+
+
+def test_a_training_state_is_named_with_the_folder_to_pass_after_the_others_are_analysed(tmp_path, tokenizer):
+    build_encoder("bert").save_pretrained(tmp_path / "good")
+    tokenizer.save_pretrained(tmp_path / "good")
+    state = tmp_path / "tacl"  # what pretrain --method tacl writes: the state, and the student inside it
+    shutil.copytree(tmp_path / "good", state / "student")
+    (state / "config.json").write_text('{"model_type": "tacl"}')
+    stopped = tmp_path / "stopped"  # a run stopped before its final model: checkpoints only
+    (stopped / "checkpoint-3").mkdir(parents=True)
+    (stopped / "checkpoint-3" / "trainer_state.json").write_text("{}")
+    output = tmp_path / "out"
+    models = [str(state), str(tmp_path / "good"), str(stopped)]
+    with pytest.raises(ValueError) as refused:
+        analyze([*models, "--labels", "t", "g", "s", "--output_dir", str(output), "--device", "cpu"])
+    assert str(refused.value) == (
+        f"analysed 1 model(s) into {output}; skipped 2 MODEL(s): {state} is a TaCL training state (student and "
+        f"teacher), not an encoder: pass {state / 'student'}, the encoder it trained. {stopped} holds the "
+        f"checkpoints of a run stopped before its final model: pass {stopped / 'checkpoint-3'}, or finish the run "
+        "first (hf-encoders pretrain ... --resume_from_checkpoint true)."
+    )
+    assert [model["model"] for model in json.loads((output / "report.json").read_text())["models"]] == ["g"]
+    with pytest.raises(ValueError, match=f"^{re.escape(str(state))} is a TaCL training state"):
+        analyze([str(state), "--output_dir", str(tmp_path / "none"), "--device", "cpu"])
+    assert not (tmp_path / "none").exists()

@@ -19,6 +19,7 @@ from transformers import (
     Qwen2Config,
     Qwen2ForCausalLM,
 )
+from transformers.testing_utils import CaptureLogger
 
 from hf_encoders import (
     BiphasicConfig,
@@ -29,7 +30,8 @@ from hf_encoders import (
     BiphasicEncoderForSequenceClassification,
     BiphasicEncoderForTokenClassification,
 )
-from hf_encoders.methods.biphasic.conversion import MASK_TOKEN, convert_causal_lm
+from hf_encoders.methods.biphasic import conversion as biphasic_conversion
+from hf_encoders.methods.biphasic.conversion import MASK_TOKEN, convert_causal_lm, prepare_tokenizer
 from tests.helpers import assert_close_at_real_tokens
 from tests.tiny_models import (
     LLAMA_SHAPE,
@@ -341,3 +343,15 @@ def test_presets_have_the_paper_sizes():
         sizes[name] = sum(p.numel() for p in encoder.parameters()) / 1e6
     # The encoder alone (embeddings included, LM head excluded), as EuroBERT counts its sizes.
     assert 205 < sizes["210m"] < 215 and 600 < sizes["610m"] < 620 and 1000 < sizes["1b"] < 1250, sizes
+
+
+def test_the_mask_token_added_to_a_tokenizer_without_one_is_said_once():
+    tokenizer = tiny_tokenizer("llama", mask_token=None)
+    with CaptureLogger(biphasic_conversion.logger) as captured:
+        prepare_tokenizer(tokenizer)
+        prepare_tokenizer(tokenizer)  # prepared again (a resumed run's saved tokenizer): nothing more to add or say
+    assert tokenizer.mask_token == "<|mask|>" and tokenizer.mask_token_id == len(tokenizer) - 1
+    assert captured.out == (
+        f"The tokenizer has no mask token, which MLM needs: added <|mask|> as token {tokenizer.mask_token_id} (its "
+        "embedding is new and learns during the MLM phase).\n"
+    )

@@ -6,6 +6,8 @@ from collections import Counter
 
 import pytest
 from scipy.stats import entropy
+from transformers import tokenization_utils_base
+from transformers.testing_utils import CaptureLogger
 
 from hf_encoders.analysis import LayerwiseReport, token_counts, unigram_entropy
 from hf_encoders.demo import write_report
@@ -50,3 +52,13 @@ def test_the_unigram_entropy_is_that_of_the_token_frequencies():
     counts = token_counts(tokenizer, texts)
     assert counts == Counter({5: 3, 6: 1, 7: 1, 8: 1})  # the template's [CLS] and [SEP] are left out
     assert unigram_entropy(counts) == pytest.approx(entropy([3, 1, 1, 1]))
+
+
+def test_counting_whole_documents_gives_no_sequence_length_warning():
+    """The demo's first line was transformers' "Token indices sequence length is longer than ..." warning: the counts
+    tokenize whole documents, and no model ever reads them whole."""
+    tokenizer = tiny_tokenizer()
+    tokenizer.model_max_length = 4
+    with CaptureLogger(tokenization_utils_base.logger) as captured:
+        counts = token_counts(tokenizer, ["w5 w6 w7 w8 w9 w10 w11"])
+    assert sum(counts.values()) == 7 and captured.out == ""

@@ -1,11 +1,15 @@
 """What a new user meets first: a frozen real token, a reused output folder, errors in the command line's words."""
 
 import re
+import signal
+import sys
 
 import pytest
 import torch
 from matplotlib.figure import Figure
+from tqdm.auto import tqdm
 from transformers import (
+    AutoTokenizer,
     BertConfig,
     BertForMaskedLM,
     BertModel,
@@ -17,9 +21,11 @@ from transformers import (
 from transformers.testing_utils import CaptureLogger
 from transformers.utils import logging as transformers_logging
 
+import hf_encoders_cli
 from hf_encoders import DataCollatorForMaeLm, MaeLmForMaskedLM, MaeLmForSequenceClassification
 from hf_encoders.analysis import plots
 from hf_encoders.analysis.plots import TRAINING_DIAGNOSTICS
+from hf_encoders.data.corpus import load_documents
 from hf_encoders.methods.biphasic import recipe as biphasic
 from hf_encoders.methods.mae_lm import conversion as mae_lm_conversion
 from hf_encoders.methods.mae_lm import recipe as mae_lm
@@ -27,7 +33,8 @@ from hf_encoders.methods.mlm import recipe as mlm
 from hf_encoders.models.biphasic import BiphasicConfig
 from hf_encoders.models.mae_lm import MaeLmConfig, modeling_mae_lm
 from hf_encoders.models.tacl import TaclForPreTraining, modeling_tacl
-from hf_encoders.training import diagnostics
+from hf_encoders.training import diagnostics, preemption
+from hf_encoders.training import pretrain as pretrain_module
 from hf_encoders.training import recipe as base
 from hf_encoders.training.arguments import SIZES_HELP, PretrainArguments
 from hf_encoders.training.callbacks import DiagnosticsCallback, collapse
@@ -35,10 +42,12 @@ from hf_encoders.training.cards import training_summary, write_model_card
 from hf_encoders.training.loss_curves import plot_run, wants_log_axis
 from hf_encoders.training.model_sizes import parse_config_overrides
 from hf_encoders.training.output_dir import logger as output_dir_logger
+from hf_encoders.training.preemption import PreemptionCallback
+from hf_encoders.training.pretrain import warnings_on_their_own_lines
 from hf_encoders.training.recipe import get_recipe
 from hf_encoders_cli import main
 from tests.test_cli import run_script
-from tests.tiny_models import save_tiny_bert, tiny_mae_lm_config, tiny_tokenizer
+from tests.tiny_models import save_tiny_bert, tiny_llama, tiny_mae_lm_config, tiny_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -118,7 +127,7 @@ def test_a_folder_holding_another_method_is_refused_or_cleared(tmp_path, capsys)
 
 def test_a_folder_holding_an_earlier_runs_checkpoints_is_refused_unless_the_run_resumes_from_one(tmp_path):
     folder = tmp_path / "out"
-    saving = ("--save_strategy", "steps", "--save_steps", "1")
+    saving = ("--save_strategy", "steps", "--save_steps", "1", "--keep_optimizer_state")  # runs are trained on
     assert main(tiny_argv(folder, "mae_lm", *saving)) == 0
     with pytest.raises(ValueError) as refused:
         main(tiny_argv(folder, "mae_lm", *saving))
@@ -172,13 +181,25 @@ def test_a_tokenizer_without_mask_token_is_named_with_the_command_line_fix(tmp_p
     assert "pass --tokenizer_name a tokenizer that has one, or leave --tokenizer_name out" in str(refused.value)
 
 
-def test_tacl_length_is_checked_before_any_model_loads(bert, tmp_path, monkeypatch):
+@pytest.mark.parametrize("method", ["mlm", "mae_lm", "tacl", "biphasic"])
+def test_a_block_longer_than_the_continued_models_positions_is_refused_before_the_corpus_is_read(
+    method, tmp_path, monkeypatch
+):
     def never(*args, **kwargs):
-        raise AssertionError("the model was loaded before --block_size was checked")
+        raise AssertionError("the corpus was read before --block_size was checked")
 
-    monkeypatch.setattr(TaclForPreTraining, "from_encoder", never)
-    with pytest.raises(ValueError, match="pass --block_size 512 or less for this student"):
-        main(tiny_argv(tmp_path / "out", "tacl", "--model_name_or_path", bert, "--block_size", "1024"))
+    monkeypatch.setattr(pretrain_module, "run_documents", never)
+    if method == "biphasic":
+        option, start = "--from_causal_lm", str(tmp_path / "llama")
+        tiny_llama().save_pretrained(start)
+    else:
+        option, start = "--model_name_or_path", save_tiny_bert(tmp_path / "bert", max_position_embeddings=64)
+    with pytest.raises(ValueError) as refused:
+        main(tiny_argv(tmp_path / "out", method, option, start, "--block_size", "128"))
+    assert str(refused.value) == (
+        f"--block_size 128 is longer than the 64 positions {start}'s position table covers; pass --block_size 64 or "
+        "less for this model."
+    )
 
 
 def test_help_states_the_sizes_of_every_preset():
@@ -443,3 +464,109 @@ def test_config_overrides_a_continued_checkpoint_would_ignore_are_refused(tmp_pa
     )
     with pytest.raises(ValueError, match=message):
         main(argv)
+
+
+def test_a_corpus_too_short_for_one_block_says_how_many_tokens_it_gave(tmp_path):
+    corpus = tmp_path / "two.txt"
+    corpus.write_text("The cat sat on the mat. It was warm.\n")
+    bert = save_tiny_bert(tmp_path / "bert")
+    tokens = len(AutoTokenizer.from_pretrained(bert)(corpus.read_text().strip(), add_special_tokens=False).input_ids)
+    with pytest.raises(ValueError) as refused:
+        main(
+            tiny_argv(tmp_path / "out", "mlm", "--corpus", str(corpus), "--tokenizer_name", bert, "--block_size", "64")
+        )
+    assert str(refused.value) == (
+        f"The corpus gave {tokens} tokens in 1 training document(s), which make 0 training examples of --block_size "
+        "64: pass a smaller --block_size, or more text (a larger corpus, a larger --max_documents, or fewer rows left "
+        "out by --skip_bad_rows)."
+    )
+
+
+def test_the_first_sigint_says_at_once_that_training_stops_after_the_step():
+    callback = PreemptionCallback()
+    callback.on_train_begin(args=None, state=None, control=None)
+    try:
+        with CaptureLogger(preemption.logger) as captured:
+            signal.raise_signal(signal.SIGINT)  # handled at once, not when a step ends: no step runs here
+    finally:
+        callback.restore_handlers()
+    assert captured.out == (
+        "SIGINT received: training stops after the current step and saves a checkpoint to resume from (Ctrl-C "
+        "again stops at once, without it).\n"
+    )
+    assert callback.received == "SIGINT"
+
+
+def test_a_ctrl_c_no_command_catches_ends_the_script_in_one_line(monkeypatch, capsys):
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(hf_encoders_cli, "main", interrupted)
+    monkeypatch.setattr(sys, "argv", ["hf-encoders", "analyze", "model"])
+    with pytest.raises(SystemExit) as exit_info:
+        hf_encoders_cli.console()
+    assert exit_info.value.code == 130
+    assert capsys.readouterr().err == "\nhf-encoders: stopped by Ctrl-C.\n"
+
+
+def test_the_card_says_the_models_size_schedule_and_the_documents_it_read(tmp_path):
+    folder = tmp_path / "out"
+    options = ("--learning_rate", "0.0005", "--lr_scheduler_type", "cosine", "--warmup_steps", "1")
+    validation = (
+        "--validation_split_percentage",
+        "20",
+        "--eval_strategy",
+        "steps",
+        "--eval_steps",
+        "2",
+        "--logging_steps",
+        "1",
+    )
+    with CaptureLogger(pretrain_module.logger) as captured:
+        assert main(tiny_argv(folder, "mlm", *options, "--weight_decay", "0.01", *validation)) == 0
+    model = BertForMaskedLM.from_pretrained(folder)
+    card = (folder / "README.md").read_text()
+    assert f"- model size: {model.num_parameters():,} parameters\n" in card
+    assert f"- vocabulary: {model.config.vocab_size:,} tokens\n" in card
+    assert (
+        "- learning rate: peak 0.0005, cosine schedule over 2 steps after 1 warm-up steps; weight decay 0.01\n" in card
+    )
+    # 30 documents read, a fifth of them (rounded up) held out.
+    assert f"- documents: 30 of the corpus's {len(load_documents()):,} (--max_documents), 6 of them held out" in card
+    assert "- model FLOPs utilisation: not measured, the device's peak is unknown (pass --peak_tflops" in card
+    said = re.findall(
+        r"Validation set: [\d,]+ examples from 6 held-out documents, evaluated every 2 steps\.", captured.out
+    )
+    assert len(said) == 1, captured.out
+
+
+def test_a_finished_run_drops_its_last_optimizer_state_and_refuses_to_resume_without_it(tmp_path, capsys):
+    folder = tmp_path / "out"
+    saving = ("--save_strategy", "steps", "--save_steps", "1")
+    with CaptureLogger(pretrain_module.logger) as captured:
+        assert main(tiny_argv(folder, "mae_lm", *saving)) == 0
+    assert (folder / "checkpoint-1" / "optimizer.pt").is_file(), "a checkpoint the run went on from keeps it"
+    assert not list((folder / "checkpoint-2").glob("optimizer*"))
+    assert f"Dropped the optimizer state of {folder / 'checkpoint-2'} (" in captured.out
+    assert (folder / "model.safetensors").is_file()
+    with pytest.raises(ValueError) as refused:
+        main(tiny_argv(folder, "mae_lm", *saving, "--max_steps", "3", "--resume_from_checkpoint", "true"))
+    assert str(refused.value) == (
+        f"{folder / 'checkpoint-2'} holds no optimizer state: it is the last checkpoint of a finished run, which "
+        "drops it unless --keep_optimizer_state. Continue its model with a new optimizer instead: "
+        f"--model_name_or_path {folder / 'checkpoint-2'}, in a new --output_dir."
+    )
+    kept = tmp_path / "kept"
+    assert main(tiny_argv(kept, "mae_lm", *saving, "--keep_optimizer_state")) == 0
+    assert (kept / "checkpoint-2" / "optimizer.pt").is_file()
+
+
+def test_a_warning_during_training_starts_a_line_of_its_own(capsys):
+    bar = tqdm(total=3, file=sys.stderr, mininterval=0)
+    bar.update(1)
+    with warnings_on_their_own_lines():
+        diagnostics.logger.warning("the top layer collapsed")
+    bar.close()
+    err = capsys.readouterr().err
+    assert err[: err.index("the top layer collapsed")].endswith("\r"), "the bar's line was not lifted first"
+    assert "the top layer collapsed\n" in err

@@ -69,7 +69,9 @@ def test_evaluate_takes_the_underscored_spelling_only(tmp_path, monkeypatch, cap
     evaluated = []
     monkeypatch.setattr(
         "hf_encoders.evaluation.command.evaluate",
-        lambda models, tasks, output_dir, *settings: evaluated.append((models, tasks, output_dir)) or output_dir,
+        lambda models, tasks, output_dir, *settings, **named: (
+            evaluated.append((models, tasks, output_dir)) or output_dir
+        ),
     )
     assert main(["evaluate", "model", "--task", "sc:sst2", "--output_dir", str(tmp_path)]) == 0
     assert evaluated == [(["model"], ["sc:sst2"], tmp_path)]

@@ -57,6 +57,7 @@ OPTIONS = {
     "peak_tflops": (989.0, ALL),
     "overwrite_output_dir": (True, ALL),
     "preprocessing_num_workers": (2, ALL),
+    "keep_optimizer_state": (True, ALL),
     "mask_in_encoder_fraction": (0.5, set()),
     "hold_encoder_steps": (100, set()),  # read by mae_lm continuing an encoder only
     "tokenized_dir": ("cache/", ALL),

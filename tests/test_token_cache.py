@@ -70,7 +70,9 @@ def test_the_cache_holds_the_blocks_pretrain_would_make(cache, bert, corpus_with
         method="mae_lm", corpus=corpus_with_a_bad_row, tokenizer_name=bert, block_size=32, masking="whole_word"
     )
     report = CorpusReport.for_corpus(args.corpus)
-    documents = load_corpus(report.shares, 42, skip_bad_rows=True, skipped=report.skipped).take(60)
+    corpus = load_corpus(report.shares, 42, skip_bad_rows=True, skipped=report.skipped)
+    report.available, report.documents = len(corpus), 60  # the cache also records how many documents it read
+    documents = corpus.take(60)
     recipe = get_recipe("mae_lm")
     expected = recipe.build_dataset(args, AutoTokenizer.from_pretrained(bert), documents)
     recorded = json.loads((cache / FINGERPRINT_FILE).read_text())

@@ -16,10 +16,13 @@ from pathlib import Path
 import torch
 from transformers import AutoModel
 
+from hf_encoders_cli import CommandParser
+
 from ..data.corpus import load_documents
 from ..data.sentences import split_sentences
 from ..data.tokenizer import load_tokenizer
 from ..flag_spellings import accept_dashed_spellings
+from ..model_folders import skipped_models_error, usable_models
 from .files import atomic_output
 from .plots import plot_layer_curves, plot_similarity_heatmap
 from .report import LayerwiseReport, layerwise_report, token_similarity_matrix
@@ -27,7 +30,7 @@ from .report import LayerwiseReport, layerwise_report, token_similarity_matrix
 
 def build_parser() -> argparse.ArgumentParser:
     # Options left out fall back to analyze()'s defaults: one place states them.
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="hf-encoders analyze", description=__doc__.splitlines()[0], argument_default=argparse.SUPPRESS
     )
     parser.add_argument("models", nargs="+", metavar="MODEL", help="checkpoint folder for AutoModel and AutoTokenizer")
@@ -35,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--corpus", help="file, folder or dataset name (default: English prose from Python's own documentation)"
     )
     parser.add_argument("--max_sentences", type=int, help="analyse the corpus's first N sentences")
-    parser.add_argument("--batch_size", type=int)
+    parser.add_argument("--batch_size", type=int, help="sentences per forward pass")
     parser.add_argument("--max_length", type=int, help="truncate sentences to this many tokens")
     parser.add_argument("--mask_probability", type=float, help="share of real tokens masked")
     parser.add_argument("--rank_threshold", type=float, help="tau of the effective rank")
@@ -43,7 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--labels", nargs="+", metavar="LABEL", help="names of the models in plots and report (default: folder names)"
     )
-    parser.add_argument("--output_dir", type=Path, default=Path("analysis"))
+    parser.add_argument(
+        "--output_dir", type=Path, default=Path("analysis"), help="where report.json and the plots are written"
+    )
     parser.add_argument("--seed", type=int, help="seed of the [MASK] positions")
     parser.add_argument("--device", help="default: cuda where available, else cpu")
     parser.add_argument("--trust_remote_code", action="store_true", help="run modelling code shipped by a checkpoint")
@@ -77,12 +82,15 @@ def analyze(
     """The diagnostics of `models` (checkpoint folders or Hub names) over the first `max_sentences` sentences of
     `corpus`, one `LayerwiseReport` each; writes report.json, layer_curves.png and one heatmap per model into
     `output_dir`. `seed` fixes the [MASK] positions; `labels` name the models (default: their folder names)."""
+    if labels is not None and len(labels) != len(models):
+        raise ValueError(f"--labels names {len(labels)} model(s) but {len(models)} MODEL path(s) were given.")
+    given = dict(zip(models, labels or _labels(models)))
+    models, fixes = usable_models(models)
+    labels = [given[model] for model in models]
     sentences = corpus_sentences(corpus, max_sentences)
     if not sentences:
         raise ValueError(f"the corpus {corpus or '(the embedded one)'} holds no sentences; pass --corpus another one.")
     heatmap_text = heatmap_text or _first_long_sentence(sentences)
-    if labels is not None and len(labels) != len(models):
-        raise ValueError(f"--labels names {len(labels)} model(s) but {len(models)} MODEL path(s) were given.")
     output_dir = Path(output_dir)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     settings = {
@@ -104,7 +112,7 @@ def analyze(
         for path in models
     ]
     reports = []
-    for path, tokenizer, label in zip(models, tokenizers, labels or _labels(models)):
+    for path, tokenizer, label in zip(models, tokenizers, labels):
         model = AutoModel.from_pretrained(path, trust_remote_code=trust_remote_code).to(device)
         reports.append(
             layerwise_report(
@@ -126,6 +134,8 @@ def analyze(
     plot_layer_curves(reports, output_dir / "layer_curves.png")
     with atomic_output(output_dir / "report.json") as temporary:
         temporary.write_text(json.dumps({"settings": settings, "models": [r.to_dict() for r in reports]}, indent=2))
+    if fixes:  # after the others are analysed: their work is kept
+        raise skipped_models_error(f"analysed {len(reports)} model(s) into {output_dir}", fixes)
     return reports
 
 

@@ -10,7 +10,8 @@ def token_counts(tokenizer, texts: Iterable[str]) -> Counter:
     """How often each token id occurs in `texts`, special tokens left out (they are never masked)."""
     counts = Counter()
     for text in texts:
-        counts.update(tokenizer(text, add_special_tokens=False)["input_ids"])
+        # verbose=False: whole documents are longer than the model's maximum, and this model is never run on them.
+        counts.update(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
     return counts
 
 

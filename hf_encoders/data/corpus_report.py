@@ -15,6 +15,11 @@ class CorpusReport:
     skipped: SkippedRows = field(default_factory=SkippedRows)
     # A run whose data changes by phase (training/phased_blocks.py): each phase's name and what its documents were.
     phases: list[tuple[str, SourceShares]] = field(default_factory=list)
+    # Documents the run read (after --max_documents) out of those the corpus holds, and of them those held out for
+    # validation; None where unknown (a stream is not counted ahead).
+    documents: int | None = None
+    available: int | None = None
+    held_out: int | None = None
 
     @classmethod
     def for_corpus(cls, spec: str | None) -> "CorpusReport":
@@ -28,6 +33,12 @@ class CorpusReport:
     def lines(self) -> list[str]:
         """Lines of the card's training summary: the mixture (if several sources) and the skipped rows (if any)."""
         lines = [f"- source {line}" for line in self.shares.lines()] if len(self.sources) > 1 else []
+        if self.documents is not None:
+            read = f"{self.documents:,}"
+            if self.available is not None and self.available > self.documents:
+                read += f" of the corpus's {self.available:,} (--max_documents)"
+            held_out = f", {self.held_out:,} of them held out for validation" if self.held_out else ""
+            lines.append(f"- documents: {read}{held_out}")
         if len(self.skipped):
             lines.append(
                 f"- bad rows skipped (--skip_bad_rows): {len(self.skipped):,}, the first: {self.skipped.first_reason}"
@@ -45,6 +56,9 @@ class CorpusReport:
             "unit": self.shares.unit,
             "skipped_rows": len(self.skipped),
             "first_skipped_row": self.skipped.first_reason,
+            "documents": self.documents,
+            "available": self.available,
+            "held_out": self.held_out,
         }
 
     @classmethod
@@ -55,7 +69,9 @@ class CorpusReport:
         shares.unit = recorded["unit"]
         skipped = SkippedRows()
         skipped.recorded, skipped.first_reason = recorded["skipped_rows"], recorded["first_skipped_row"]
-        return cls(shares, skipped)
+        # A cache written before these were counted has none of them.
+        counts = {name: recorded.get(name) for name in ("documents", "available", "held_out")}
+        return cls(shares, skipped, **counts)
 
 
 def run_documents(
@@ -75,6 +91,9 @@ def run_documents(
         skip_bad_rows=args.skip_bad_rows,
         skipped=report.skipped,
     )
+    counted = isinstance(documents, Dataset)
+    report.available = len(documents) if counted else None
     if args.max_documents is not None:
         documents = documents.take(args.max_documents)
+    report.documents = len(documents) if counted else None
     return documents, report

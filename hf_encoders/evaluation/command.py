@@ -6,13 +6,17 @@ hf-encoders evaluate MODEL [MODEL ...] --task KIND:SOURCE [--task ...] --output_
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 
+from hf_encoders_cli import CommandParser
+
+from ..model_folders import skipped_models_error, usable_models
 from .finetune import pooling_of
-from .grid import DEFAULT_LEARNING_RATES, DEFAULT_SEEDS, Protocol, run_grid
+from .grid import DEFAULT_LEARNING_RATES, DEFAULT_SEEDS, RESULTS_FILE, Protocol, read_results, run_grid
 from .report import write_report
 from .retrieval import RETRIEVAL_POOLING
-from .tasks import KINDS
+from .tasks import KINDS, chance_score, load_task
 
 logger = logging.getLogger(__name__)
 
@@ -25,18 +29,28 @@ def evaluate(
     learning_rates=DEFAULT_LEARNING_RATES,
     seeds=DEFAULT_SEEDS,
     keep_checkpoints: bool = False,
+    labels: list[str] | None = None,
 ) -> Path:
     """Fine-tune every model on every task at every rate and seed (what is not in results.jsonl yet), then write
-    REPORT.md, results.json and the stability plots in `output_dir`. Returns REPORT.md's path."""
+    REPORT.md, results.json and the stability plots in `output_dir`. Returns REPORT.md's path. `labels` name the
+    models in the report (default: their folder names)."""
     protocol = protocol or Protocol()
     if not models or not tasks:
         raise ValueError("evaluate needs at least one MODEL and one --task KIND:SOURCE.")
+    if labels is not None and len(labels) != len(models):
+        raise ValueError(f"--labels names {len(labels)} model(s) but {len(models)} MODEL(s) were given.")
+    named = dict(zip(models, labels)) if labels else None
+    models, fixes = usable_models(models)
     results = run_grid(models, tasks, output_dir, protocol, learning_rates, seeds, keep_checkpoints)
     if not results:
         raise ValueError(f"no run finished; the errors are in {Path(output_dir) / 'results.jsonl'}.")
     kinds = {task.split(":", 1)[0] for task in tasks}
     poolings = {model: heads_and_pooling(model, kinds, protocol.trust_remote_code) for model in models}
-    return write_report(results, Path(output_dir), protocol.identity(), poolings)
+    chances = {task: chance_score(load_task(task)) for task in tasks if task.startswith("sc:")}
+    report = write_report(results, Path(output_dir), protocol.identity(), poolings, named, chances)
+    if fixes:  # after the others are evaluated: their runs are kept
+        raise skipped_models_error(f"evaluated {len(models)} model(s) into {report}", fixes)
+    return report
 
 
 def heads_and_pooling(model: str, kinds: set[str], trust_remote_code: bool) -> str:
@@ -59,11 +73,11 @@ def comma_separated(cast):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="hf-encoders evaluate",
         description="Fine-tune checkpoints with the protocol of 'Should We Still Pretrain Encoders with Masked "
         "Language Modeling?' (Gisserot-Boukhlef et al., 2025: rates x seeds, best rate on validation) and write "
-        "REPORT.md, results.jsonl, results.json and stability plots.",
+        "REPORT.md, results.jsonl, results.json and stability plots. Ctrl-C stops it with every finished run kept.",
     )
     parser.add_argument("models", nargs="+", metavar="MODEL", help="checkpoint folders or Hub ids")
     parser.add_argument(
@@ -75,18 +89,40 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"KIND is one of {', '.join(KINDS)}; SOURCE a folder with train.jsonl and validation.jsonl (optionally "
         "test.jsonl) or a preset (sc:sst2, sc:mnli, sc:qqp, tc:conll2003, qa:squad, qa:squad_v2, ir:msmarco)",
     )
-    parser.add_argument("--output_dir", required=True, type=Path)
-    parser.add_argument("--learning_rates", type=comma_separated(float), default=DEFAULT_LEARNING_RATES)
-    parser.add_argument("--seeds", type=comma_separated(int), default=DEFAULT_SEEDS)
+    parser.add_argument(
+        "--output_dir",
+        required=True,
+        type=Path,
+        help="where results.jsonl, REPORT.md and the plots are written; a rerun skips the runs finished there",
+    )
+    parser.add_argument(
+        "--labels", nargs="+", metavar="LABEL", help="names of the models in the report (default: folder names)"
+    )
+    parser.add_argument(
+        "--learning_rates",
+        type=comma_separated(float),
+        default=DEFAULT_LEARNING_RATES,
+        help=f"comma-separated; the best on validation is reported (default: {','.join(map(str, DEFAULT_LEARNING_RATES))})",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=comma_separated(int),
+        default=DEFAULT_SEEDS,
+        help=f"comma-separated; a run per seed at every rate (default: {','.join(map(str, DEFAULT_SEEDS))})",
+    )
     parser.add_argument("--max_steps", type=int, default=1000, help="capped at one epoch, as in the paper")
-    parser.add_argument("--per_device_train_batch_size", type=int, default=32)
-    parser.add_argument("--warmup_ratio", type=float, default=0.1)
+    parser.add_argument("--per_device_train_batch_size", type=int, default=32, help="fine-tuning batch size")
+    parser.add_argument(
+        "--warmup_ratio", type=float, default=0.1, help="share of the steps the learning rate warms up over"
+    )
     parser.add_argument("--max_length", type=int, default=256, help="tokens per input (longer inputs are truncated)")
-    parser.add_argument("--trust_remote_code", action="store_true")
+    parser.add_argument(
+        "--trust_remote_code", action="store_true", help="run modelling code shipped by a checkpoint (ours need it)"
+    )
     parser.add_argument("--keep_checkpoints", action="store_true", help="keep each run's fine-tuned model")
     precision = parser.add_mutually_exclusive_group()
-    precision.add_argument("--bf16", action="store_true")
-    precision.add_argument("--fp16", action="store_true")
+    precision.add_argument("--bf16", action="store_true", help="fine-tune in bfloat16 mixed precision")
+    precision.add_argument("--fp16", action="store_true", help="fine-tune in float16 mixed precision (GPU)")
     parser.add_argument("--use_cpu", action="store_true", help="train on the CPU even where a GPU is available")
     return parser
 
@@ -107,8 +143,24 @@ def main(argv: list[str] | None = None) -> int:
         trust_remote_code=args.trust_remote_code,
         training_overrides=overrides,
     )
-    report = evaluate(
-        args.models, args.tasks, args.output_dir, protocol, args.learning_rates, args.seeds, args.keep_checkpoints
-    )
+    try:
+        report = evaluate(
+            args.models,
+            args.tasks,
+            args.output_dir,
+            protocol,
+            args.learning_rates,
+            args.seeds,
+            args.keep_checkpoints,
+            labels=args.labels,
+        )
+    except KeyboardInterrupt:  # results.jsonl gains a line per finished run only: it holds every one of them
+        finished = sum(record["status"] == "finished" for record in read_results(args.output_dir))
+        print(
+            f"\nhf-encoders evaluate: stopped. {args.output_dir / RESULTS_FILE} keeps the {finished} finished run(s); "
+            "the same command again continues from there, skipping them.",
+            file=sys.stderr,
+        )
+        return 130  # the shell's code for a run ended by Ctrl-C
     print(f"Wrote {report}")
     return 0

@@ -195,7 +195,8 @@ def protocol_arguments(settings: RunSettings, steps: int, output_dir: Path) -> d
         warmup_steps=math.ceil(settings.warmup_ratio * steps),
         lr_scheduler_type="linear",
         save_strategy="no",
-        logging_steps=max(1, steps // 20),
+        # A few lines per run, never one per step: a grid runs many of them.
+        logging_steps=max(10, steps // 10),
         report_to=[],
         # Pinned memory serves an accelerator; without one, torch warns at every dataloader.
         dataloader_pin_memory=torch.accelerator.is_available(),

@@ -89,16 +89,26 @@ def short_names(models: list[str]) -> dict[str, str]:
     return {model: model if name in repeated else name for model, name in names.items()}
 
 
-def write_report(results: list[dict], output_dir: Path, protocol: dict, poolings: dict[str, str]) -> Path:
-    """REPORT.md, results.json and one PNG per task in `output_dir`; returns REPORT.md's path."""
+def write_report(
+    results: list[dict],
+    output_dir: Path,
+    protocol: dict,
+    poolings: dict[str, str],
+    labels: dict[str, str] | None = None,
+    chances: dict[str, float | None] | None = None,
+) -> Path:
+    """REPORT.md, results.json and one PNG per task in `output_dir`; returns REPORT.md's path. `labels` name the
+    models (default: their folder names); `chances` give a task's score of a model that learned nothing."""
     output_dir = Path(output_dir)
     cells = summarize(results)
-    names = short_names(list(dict.fromkeys(cell.model for cell in cells)))
+    models = list(dict.fromkeys(cell.model for cell in cells))
+    names = {model: labels[model] for model in models} if labels else short_names(models)
     tasks = list(dict.fromkeys(cell.task for cell in cells))
     plots = {task: plot_task(task, [c for c in cells if c.task == task], names, output_dir) for task in tasks}
     (output_dir / "results.json").write_text(json.dumps(summary_json(cells, protocol), indent=1))
     lines = ["# Fine-tuning evaluation (the protocol of Gisserot-Boukhlef et al., 2025)", ""]
     lines += comparison_table(cells, names, tasks)
+    lines += chance_lines(tasks, chances or {})
     lines += ["", "## Per model and task", ""]
     lines += detail_table(cells, names)
     lines += ["", "## Stability", ""]
@@ -124,6 +134,18 @@ def comparison_table(cells: list[Cell], names: dict[str, str], tasks: list[str])
         "range (with few seeds Student t's reaches beyond it; results.json keeps its unclipped bounds)."
     )
     return [*lines, "", note]
+
+
+def chance_lines(tasks: list[str], chances: dict[str, float | None]) -> list[str]:
+    """The chance level of each task that has one, so that a score at it reads as nothing learned."""
+    known = [f"{task_label(task)} {chances[task]:.2f}" for task in tasks if chances.get(task) is not None]
+    if not known:
+        return []
+    return [
+        "",
+        f"Chance, the score of always answering the most frequent label of the split shown: {', '.join(known)}. "
+        "A model at chance has learned nothing the task needs.",
+    ]
 
 
 def by_key_first(cells: list[Cell], task: str) -> Cell:

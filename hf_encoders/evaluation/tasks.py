@@ -7,6 +7,7 @@ before anything trains, and every problem is one line naming the file, the line 
 """
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,15 @@ class Task:
     test: datasets.Dataset | None
     # sc/tc: the name of each label id (sorted strings, or "0", "1", ... for integer labels); None for qa and ir.
     label_names: list[str] | None = None
+
+
+def chance_score(task: Task) -> float | None:
+    """The main metric (0-100) of always answering the most frequent label of the split a report shows (test, else
+    validation): what a model that learned nothing scores. None for kinds without such a baseline (tc, qa, ir)."""
+    if task.kind != "sc":
+        return None
+    labels = list((task.test if task.test is not None else task.validation)["label"])
+    return 100 * Counter(labels).most_common(1)[0][1] / len(labels)
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,10 @@
 
 from dataclasses import dataclass, field
 
+from transformers import HfArgumentParser
+
+from hf_encoders_cli import OneLineErrors
+
 from ..data.masking_units import MASKING_UNITS
 from ..data.token_cache import recorded_block_size
 from ..methods import METHODS
@@ -18,6 +22,18 @@ TRAINER_OPTION_HELP = {
     "resume_from_checkpoint": "true: continue from the last complete checkpoint-N in --output_dir, with the losses "
     "an uninterrupted run would have had; or the path of one checkpoint-N folder.",
 }
+
+
+class HfCommandParser(OneLineErrors, HfArgumentParser):
+    """HfArgumentParser with hf-encoders' one-line errors (a mistyped flag's closest option, no usage dump)."""
+
+    def parse_args_into_dataclasses(self, args=None, **kwargs):
+        if kwargs.pop("return_remaining_strings", False):
+            return super().parse_args_into_dataclasses(args, return_remaining_strings=True, **kwargs)
+        *parsed, remaining = super().parse_args_into_dataclasses(args, return_remaining_strings=True, **kwargs)
+        if remaining:  # HfArgumentParser's own refusal is a ValueError listing them, with no guess
+            self.error(f"unrecognized arguments: {' '.join(remaining)}")
+        return tuple(parsed)
 
 
 @dataclass
@@ -303,6 +319,14 @@ class PretrainArguments:
     )
     preprocessing_num_workers: int | None = field(
         default=None, metadata={"help": "Processes for tokenisation (datasets.map)."}
+    )
+    keep_optimizer_state: bool = field(
+        default=False,
+        metadata={
+            "help": "Keep the optimizer state in the last checkpoint of a finished run, to train it on later with "
+            "--resume_from_checkpoint and a larger --max_steps; by default it is dropped (it is twice the model's size "
+            "in fp32), and the final model is what is kept."
+        },
     )
 
     def __post_init__(self):

@@ -61,6 +61,37 @@ def training_summary(state: TrainerState, tokens_per_step: int | None = None) ->
     return "\n".join(lines)
 
 
+def model_lines(encoder, model, tokenizer) -> list[str]:
+    """The card's size lines: the parameters of the encoder fine-tuning loads (and of the whole pre-training model,
+    where it holds more: TaCL's teacher), and the vocabulary (with the embedding rows, where padded beyond it)."""
+    size = f"- model size: {encoder.num_parameters():,} parameters"
+    if model is not encoder:
+        size += f" in the encoder ({model.num_parameters():,} in the model pre-trained)"
+    vocabulary = f"- vocabulary: {len(tokenizer):,} tokens"
+    if encoder.config.vocab_size > len(tokenizer):
+        vocabulary += f" ({encoder.config.vocab_size:,} embedding rows)"
+    return [size, vocabulary]
+
+
+def schedule_line(training_args, state: TrainerState) -> str:
+    """The learning rate, its schedule and warm-up, as Trainer ran them."""
+    steps = state.max_steps or state.global_step
+    warmup = training_args.get_warmup_steps(steps) if steps else 0
+    schedule = getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type)
+    return (
+        f"- learning rate: peak {training_args.learning_rate:g}, {schedule} schedule over {steps:,} steps after "
+        f"{warmup:,} warm-up steps; weight decay {training_args.weight_decay:g}"
+    )
+
+
+def mfu_line(state: TrainerState) -> list[str]:
+    """Where throughput was logged but no MFU: why not (the device's peak is unknown), and how to get it."""
+    logged = [entry for entry in state.log_history if "tokens_per_second" in entry]
+    if not logged or any("mfu" in entry for entry in logged):
+        return []
+    return ["- model FLOPs utilisation: not measured, the device's peak is unknown (pass --peak_tflops to measure it)"]
+
+
 def write_model_card(
     output_dir: Path,
     state: TrainerState,
@@ -75,15 +106,18 @@ def write_model_card(
     corpus_report=None,
     run_lines: list[str] = (),
     note: str | None = None,
+    training_args=None,
+    model_facts: list[str] | None = None,
 ) -> Path:
     """README.md in `output_dir`, from `model_cards/<template>.md` (default: the method's card).
 
     `model_id` is the Hub repository the usage snippets name (default: the folder's name, or with `subfolder` its
     parent's); `subfolder` is where the folder sits inside that repository or parent (TaCL's student).
     `pipeline_tag` defaults to the recipe's. `corpus_report` (data/corpus_report.py) adds the mixture's sources,
-    weights and realised shares, and the bad rows skipped; `run_lines` what else the summary says of the run (the
-    preset it used and what it overrode). `note` is a first line of the training summary that says what the folder's
-    weights are, where they are not the last step's (`ema/`: the moving average).
+    weights and realised shares, the documents read and the bad rows skipped; `training_args` the learning rate and
+    schedule; `model_facts` the model's size lines (`model_lines`); `run_lines` what else the summary says of the run
+    (the preset it used and what it overrode). `note` is a first line of the training summary that says what the
+    folder's weights are, where they are not the last step's (`ema/`: the moving average).
     """
     sources = [args.corpus] if corpus_report is None else [source.name for source in corpus_report.sources]
     corpus_lines = [] if corpus_report is None else corpus_report.lines()
@@ -107,6 +141,9 @@ def write_model_card(
             [
                 *([note] if note else []),
                 training_summary(state, tokens_per_step),
+                *mfu_line(state),
+                *(model_facts or []),
+                *([schedule_line(training_args, state)] if training_args is not None else []),
                 *recipe.summary_lines(args),
                 *run_lines,
                 *corpus_lines,

@@ -5,8 +5,11 @@ import threading
 
 import torch
 from transformers import TrainerCallback
+from transformers.utils import logging
 
 from .measures import reduced_over_ranks
+
+logger = logging.get_logger(__name__)
 
 
 class PreemptionCallback(TrainerCallback):
@@ -33,6 +36,12 @@ class PreemptionCallback(TrainerCallback):
     def _handle(self, number, frame):
         self.received = signal.Signals(number).name
         signal.signal(number, self._previous.get(number, signal.SIG_DFL))
+        # Said at once: a slow step can take a while, and a user who hears nothing presses Ctrl-C again.
+        again = " (Ctrl-C again stops at once, without it)" if number == signal.SIGINT else ""
+        logger.warning(
+            f"{self.received} received: training stops after the current step and saves a checkpoint to resume "
+            f"from{again}."
+        )
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.stop_requested(args):

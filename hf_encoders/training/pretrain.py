@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 from datasets import Dataset, IterableDataset
+from tqdm.contrib.logging import logging_redirect_tqdm
 from transformers import (
     HfArgumentParser,
     PreTrainedTokenizerBase,
@@ -20,6 +21,7 @@ from transformers import (
     TrainingArguments,
     set_seed,
 )
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from transformers.utils import is_torch_optimi_available, logging
 
 from ..analysis import plot_training_diagnostics
@@ -27,8 +29,8 @@ from ..data.corpus_report import CorpusReport, run_documents
 from ..data.mixtures import SourceShares
 from ..data.token_cache import cached_blocks
 from ..methods import get_method
-from .arguments import TRAINER_OPTION_HELP, PretrainArguments
-from .cards import write_model_card
+from .arguments import TRAINER_OPTION_HELP, HfCommandParser, PretrainArguments
+from .cards import model_lines, write_model_card
 from .diagnostics import DiagnosticsCallback
 from .ema import EMA_FOLDER, EmaCallback
 from .fast_path import (
@@ -61,7 +63,7 @@ from .presets import (
     world_size_from_environment,
 )
 from .recipe import get_recipe
-from .resume import resolve_resume
+from .resume import check_optimizer_state, drop_optimizer_state, resolve_resume
 from .schedules import (
     BatchSizeWarmupCallback,
     MlmProbabilityScheduleCallback,
@@ -81,6 +83,7 @@ from .validation import (
     probe_sentences,
     split_validation,
     validation_collator,
+    validation_size_line,
 )
 
 logger = logging.get_logger(__name__)
@@ -171,8 +174,12 @@ class PretrainResult:
     output_dir: Path
     encoder_dir: Path  # what fine-tuning loads: output_dir itself, or TaCL's exported student
     plots: list[Path] = field(default_factory=list)
-    preempted: bool = False
+    stopped_by: str | None = None  # the signal that stopped the run before its end (SIGINT, SIGTERM)
     average_dir: Path | None = None  # the moving average of the weights, with --ema_decay
+
+    @property
+    def preempted(self) -> bool:
+        return self.stopped_by is not None
 
     def summary(self) -> str:
         """The run's last line: where the model to fine-tune, its card and its plots are."""
@@ -184,7 +191,9 @@ class PretrainResult:
         return where_line(self.output_dir, self.encoder_dir, self.plots, self.average_dir)
 
 
-def card_writer(recipe, args: PretrainArguments, training_args: TrainingArguments, corpus_report: CorpusReport):
+def card_writer(
+    recipe, args: PretrainArguments, training_args: TrainingArguments, corpus_report: CorpusReport, model, tokenizer
+):
     """(output_dir, TrainerState) -> README.md, for the final save and for every Hub push."""
     sequences_per_step = (
         training_args.train_batch_size * training_args.world_size * training_args.gradient_accumulation_steps
@@ -201,6 +210,8 @@ def card_writer(recipe, args: PretrainArguments, training_args: TrainingArgument
         model_id=training_args.hub_model_id,
         tokens_per_step=round(sequences_per_step * block_size),
         corpus_report=corpus_report,
+        training_args=training_args,
+        model_facts=model_lines(recipe.encoder(model), model, tokenizer),
         run_lines=card_lines(args, training_args),
     )
 
@@ -236,15 +247,18 @@ def training_data(recipe, args: PretrainArguments, training_args: TrainingArgume
     planned = bool(args.block_size_schedule or args.anneal_corpus)
     documents, report = run_documents(args, training_args.seed, keep_source=planned)
     documents, validation_documents = split_validation(documents, args, seed=training_args.seed)
+    if isinstance(validation_documents, Dataset) and args.validation_file is None:
+        report.held_out = len(validation_documents)
     tokenizer = shared_tokenizer(recipe, args, training_args, documents)
     recipe.check_tokenizer(args, tokenizer)
     if args.streaming:  # after the tokenizer, which a run trains on the whole corpus whatever its number of ranks
         documents = stream_for_this_rank(documents, training_args)
     if planned:
-        blocks = planned_blocks(recipe, args, training_args, tokenizer, documents, report)
+        examples = planned_blocks(recipe, args, training_args, tokenizer, documents, report)
     else:
-        blocks = recipe.build_dataset(args, tokenizer, documents)
-    return TrainingData(tokenizer, blocks, validation_documents, report)
+        examples = recipe.build_dataset(args, tokenizer, documents)
+    check_training_examples(examples, documents, tokenizer, args)
+    return TrainingData(tokenizer, examples, validation_documents, report)
 
 
 def check_schedule_run(args: PretrainArguments, training_args: TrainingArguments) -> None:
@@ -302,6 +316,20 @@ def planned_blocks(
         report.phases.append((str(phase), shares))
         logger.info(f"{phase}: {sum(shares.rows.values()):,} documents read; {'; '.join(shares.lines())}")
     return blocks
+
+
+def check_training_examples(examples, documents, tokenizer, args: PretrainArguments) -> None:
+    """A corpus too short for one training example, refused in numbers the user can act on (else torch's sampler
+    refuses it at the first step: "num_samples should be a positive integer value")."""
+    if not isinstance(examples, Dataset) or len(examples) > 0:  # a stream's length is unknown until it is read
+        return
+    encoded = tokenizer(list(documents["text"]), add_special_tokens=False, verbose=False)["input_ids"]
+    tokens = sum(map(len, encoded))
+    raise ValueError(
+        f"The corpus gave {tokens:,} tokens in {len(documents):,} training document(s), which make 0 training "
+        f"examples of --block_size {args.block_size}: pass a smaller --block_size, or more text (a larger corpus, "
+        "a larger --max_documents, or fewer rows left out by --skip_bad_rows)."
+    )
 
 
 def diagnostics_callbacks(args: PretrainArguments, tokenizer, validation_documents) -> list[TrainerCallback]:
@@ -363,6 +391,8 @@ def build_trainer(
                 overwrite=args.overwrite_output_dir,
                 resume_checkpoint=resume_from_checkpoint,
             )
+    if resume_from_checkpoint is not None:
+        check_optimizer_state(resume_from_checkpoint)
     set_seed(training_args.seed)  # before the model is built, so two runs with one seed start from the same weights
     data = training_data(recipe, args, training_args)
     tokenizer, validation_documents = data.tokenizer, data.validation_documents
@@ -384,6 +414,8 @@ def build_trainer(
     if evaluates_during_training(training_args):
         eval_dataset = recipe.build_dataset(args, tokenizer, validation_documents)
         check_validation_examples(eval_dataset)
+        if training_args.process_index == 0 and isinstance(eval_dataset, Dataset):
+            logger.warning(validation_size_line(eval_dataset, validation_documents, training_args))
     trainer_class = StreamingPretrainingTrainer if args.streaming else PretrainingTrainer
     trainer = trainer_class(
         model=model,
@@ -403,13 +435,14 @@ def build_trainer(
             MaskingEpochCallback(collator),
             NonFiniteLossCallback(),
             PreemptionCallback(),
-            CompleteUploadCallback(card_writer(recipe, args, training_args, data.corpus_report)),
+            CompleteUploadCallback(card_writer(recipe, args, training_args, data.corpus_report, model, tokenizer)),
         ],
     )
     trainer.corpus_report = data.corpus_report  # for the final card, and the log of what the run read
     if training_args.push_to_hub:  # Trainer has created the repository, and knows its id, by now
         write_card = partial(
-            card_writer(recipe, args, training_args, data.corpus_report), model_id=trainer.hub_model_id
+            card_writer(recipe, args, training_args, data.corpus_report, model, tokenizer),
+            model_id=trainer.hub_model_id,
         )
         trainer.add_callback(CheckpointBranchCallback(trainer.hub_model_id, write_card))
     return trainer
@@ -432,6 +465,12 @@ def save_average(trainer: Trainer, recipe, output_dir: Path, write_card) -> Path
     return folder
 
 
+def warnings_on_their_own_lines():
+    """Our and transformers' log lines during training written through tqdm, which lifts the progress bar first:
+    otherwise a warning (a collapse, a signal) is glued to the end of the bar's line."""
+    return logging_redirect_tqdm([logging.get_logger("hf_encoders"), logging.get_logger()])
+
+
 def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> PretrainResult:
     recipe = get_recipe(args.method)
     checkpoint = resolve_resume(training_args.resume_from_checkpoint, training_args.output_dir)
@@ -440,17 +479,14 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
         callback for callback in trainer.callback_handler.callbacks if isinstance(callback, PreemptionCallback)
     )
     try:
-        trainer.train(resume_from_checkpoint=checkpoint)
+        with warnings_on_their_own_lines():
+            trainer.train(resume_from_checkpoint=checkpoint)
     finally:  # a run that raises skips on_train_end, whose restore would otherwise never come
         preemption.restore_handlers()
     output_dir = Path(training_args.output_dir)
     if preemption.received:
         # Not the end of training: no final model, card or push; the checkpoint just saved is where it resumes.
-        logger.warning(
-            f"Stopped by {preemption.received} after step {trainer.state.global_step}, with a complete checkpoint in "
-            f"{output_dir}; continue with --resume_from_checkpoint true."
-        )
-        return PretrainResult(trainer, output_dir, output_dir, preempted=True)
+        return PretrainResult(trainer, output_dir, output_dir, stopped_by=preemption.received)
     trainer.save_model()
     encoder_dir, average_dir = output_dir, None
     plots = [output_dir / "loss_curve.png"]
@@ -463,7 +499,9 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
             plot_training_diagnostics(log_history, plots[-1])
         for line in trainer.corpus_report.lines():  # at the end: a stream's shares are counted as it is read
             logger.warning(line.removeprefix("- "))
-        write_card = card_writer(recipe, args, training_args, trainer.corpus_report)
+        write_card = card_writer(
+            recipe, args, training_args, trainer.corpus_report, trainer.model, trainer.processing_class
+        )
         write_card(output_dir, trainer.state)
         # Before the push, so that what the output folder's card describes (TaCL: a training state and its
         # student/ subfolder) is what the Hub receives.
@@ -477,13 +515,27 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
             write_sentence_transformers_config(
                 average_dir, recipe.encoder(trainer.model), max_seq_length=max_seq_length
             )
+        if not args.keep_optimizer_state:
+            # Only continuing this finished run would read it, and it is twice the model's size.
+            final_checkpoint = output_dir / f"{PREFIX_CHECKPOINT_DIR}-{trainer.state.global_step}"
+            if freed := drop_optimizer_state(final_checkpoint):
+                logger.warning(
+                    f"Dropped the optimizer state of {final_checkpoint} ({freed / 2**20:,.1f} MiB): the run is over and "
+                    "its model is saved; --keep_optimizer_state keeps it to train the run on later."
+                )
         if training_args.push_to_hub:
             push_output_dir(trainer)
     return PretrainResult(trainer, output_dir, encoder_dir, plots, average_dir=average_dir)
 
 
 def pretrain_parser(add_help: bool = True) -> HfArgumentParser:
-    parser = HfArgumentParser((PretrainArguments, TrainingArguments), prog="hf-encoders pretrain", add_help=add_help)
+    parser = HfCommandParser(
+        (PretrainArguments, TrainingArguments),
+        prog="hf-encoders pretrain",
+        description="Pre-train an encoder with --method mlm, mae_lm, tacl or biphasic on Trainer: this package's "
+        "options first, then every TrainingArguments option.",
+        add_help=add_help,
+    )
     for action in parser._actions:  # argparse keeps no public table of its options
         action.help = TRAINER_OPTION_HELP.get(action.dest, action.help)
     return parser
@@ -590,6 +642,11 @@ def log_preset(args: PretrainArguments, training_args: TrainingArguments) -> Non
 def main(argv: list[str] | None = None) -> int:
     args, training_args = parse_arguments(sys.argv[1:] if argv is None else argv)
     result = pretrain(args, training_args)
+    if result.preempted:  # here, not in `pretrain`: a caller such as the demo resumes its own way
+        logger.warning(
+            f"Stopped by {result.stopped_by} after step {result.trainer.state.global_step}, with a complete "
+            f"checkpoint in {result.output_dir}; continue with --resume_from_checkpoint true."
+        )
     if result.trainer.is_world_process_zero():
         print(result.summary())
     # A process group left for the interpreter's exit can abort it: gloo's threads still hold work whose tensors need

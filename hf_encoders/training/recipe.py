@@ -76,6 +76,7 @@ COMMON_OPTIONS = (
     "peak_tflops",
     "overwrite_output_dir",
     "preprocessing_num_workers",
+    "keep_optimizer_state",
     "tokenized_dir",
     "skip_bad_rows",
     "fp8",
@@ -117,9 +118,7 @@ class Recipe:
     # How `build_dataset` lays tokens out in a row, in a token cache's fingerprint (a cache fits the recipes that
     # lay them out alike: mlm and mae_lm).
     packing_style = "its own rows"
-    # Whether the model reads a learned embedding per absolute position (BERT's, MAE-LM's), so that no block may be
-    # longer than the position table of a checkpoint it continues; and whether its positions are rotary (RoPE θ).
-    absolute_positions = False
+    # Whether the model's positions are rotary (RoPE θ), which a --block_size_schedule may set per phase.
     rotary_positions = False
     # The command-line fix for a tokenizer without [MASK].
     missing_mask_token_fix = (
@@ -174,8 +173,7 @@ class Recipe:
             parse_mlm_probability_schedule(args.mlm_probability_schedule)
         if args.block_size_schedule or args.anneal_corpus or args.anneal_fraction is not None:
             self.check_planned_data(args)
-        if self.absolute_positions:
-            self.check_position_table(args)
+        self.check_position_table(args)
         if args.batch_size_warmup_tokens is not None and args.batch_size_warmup_tokens < 1:
             raise ValueError(
                 f"--batch_size_warmup_tokens must be a positive number of tokens, got {args.batch_size_warmup_tokens}."
@@ -215,22 +213,32 @@ class Recipe:
             )
 
     def check_position_table(self, args) -> None:
-        """Refuse a block longer than the position table of the checkpoint continued (or of --config_overrides'
-        max_position_embeddings), with the reason; a model built from scratch gets a table for its longest block."""
-        limit, source = None, None
+        """Refuse, before the corpus is read, a block longer than the position table of the checkpoint continued (or
+        of --config_overrides' max_position_embeddings): else the model fails at its first step, or indexes past its
+        table. A model built from scratch gets a table for its longest block, and a rotary model whose
+        --block_size_schedule sets a new RoPE θ is being extended past its table on purpose."""
+        schedule = parse_block_size_schedule(args.block_size_schedule) if args.block_size_schedule else None
+        if self.rotary_positions and schedule and any(phase.rope_theta is not None for phase, _ in schedule.phases):
+            return
+        limit, table = None, None
         if args.starting_checkpoint:
-            limit, source = position_table_length(args.starting_checkpoint), args.starting_checkpoint
+            limit, table = (
+                position_table_length(args.starting_checkpoint),
+                f"{args.starting_checkpoint}'s position table",
+            )
         overridden = dict(
             item.split("=", 1) for item in (args.config_overrides or "").replace(" ", "").split(",") if "=" in item
         )
         if "max_position_embeddings" in overridden and self.overrides_apply_to_run(args):
-            limit, source = int(overridden["max_position_embeddings"]), "--config_overrides max_position_embeddings"
+            limit = int(overridden["max_position_embeddings"])
+            table = "the position table of --config_overrides max_position_embeddings"
         if limit is not None and args.block_size > limit:
-            raise ValueError(
-                f"{block_length_words(args)} is longer than the position table of {source} covers ({limit} tokens): "
-                f"the {self.method.title} model learns one embedding per absolute position and has none past {limit}. "
-                f"Keep every block at {limit} tokens or less."
+            fix = (
+                f"keep every block of --block_size_schedule at {limit} tokens or less"
+                if args.block_size_schedule
+                else f"pass --block_size {limit} or less for this model"
             )
+            raise ValueError(f"{block_length_words(args)} is longer than the {limit} positions {table} covers; {fix}.")
 
     def overrides_apply_to_run(self, args) -> bool:
         return not args.starting_checkpoint or self.overrides_apply_to(args.starting_checkpoint)

@@ -7,6 +7,7 @@ folder without it is partial and skipped.
 """
 
 import re
+import shutil
 from pathlib import Path
 
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
@@ -27,6 +28,31 @@ def complete_checkpoints(output_dir: str | Path) -> list[Path]:
 def last_complete_checkpoint(output_dir: str | Path) -> Path | None:
     complete = complete_checkpoints(output_dir)
     return complete[-1] if complete else None
+
+
+# What Trainer saves of the optimizer in a checkpoint (optimizer.pt; a folder or one file per rank under FSDP).
+OPTIMIZER_STATE = "optimizer*"
+
+
+def drop_optimizer_state(checkpoint: Path) -> int:
+    """Remove the optimizer state of `checkpoint`; returns the bytes freed."""
+    freed = 0
+    for path in checkpoint.glob(OPTIMIZER_STATE):
+        files = [path] if path.is_file() else [file for file in path.rglob("*") if file.is_file()]
+        freed += sum(file.stat().st_size for file in files)
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    return freed
+
+
+def check_optimizer_state(checkpoint: str) -> None:
+    """A checkpoint whose optimizer state a finished run dropped cannot be continued exactly: Trainer would start a
+    new optimizer without a word."""
+    if not any(Path(checkpoint).glob(OPTIMIZER_STATE)):
+        raise ValueError(
+            f"{checkpoint} holds no optimizer state: it is the last checkpoint of a finished run, which drops it "
+            "unless --keep_optimizer_state. Continue its model with a new optimizer instead: --model_name_or_path "
+            f"{checkpoint}, in a new --output_dir."
+        )
 
 
 def resolve_resume(resume_from_checkpoint: str | bool | None, output_dir: str | Path) -> str | None:

@@ -13,10 +13,8 @@ import copy
 from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from pathlib import Path
 
-from transformers import HfArgumentParser
-
 from ..data.token_cache import build_cache, is_cache
-from .arguments import PretrainArguments
+from .arguments import HfCommandParser, PretrainArguments
 from .recipe import get_recipe
 
 # The options of `pretrain` that decide the blocks; `tokenize` takes these (and where to write, and the seed).
@@ -54,7 +52,12 @@ TokenizeArguments = make_dataclass(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = HfArgumentParser(TokenizeArguments, prog="hf-encoders tokenize")
+    parser = HfCommandParser(
+        TokenizeArguments,
+        prog="hf-encoders tokenize",
+        description="Tokenize and pack a corpus once into a token cache, which `hf-encoders pretrain --tokenized_dir "
+        "DIR` trains from without a tokenizer pass; the blocks are the ones pretrain would make with the same options.",
+    )
     (options,) = parser.parse_args_into_dataclasses(argv)
     folder = Path(options.output_dir)
     if is_cache(folder):

@@ -121,6 +121,13 @@ def check_validation_examples(dataset) -> None:
         )
 
 
+def validation_size_line(dataset, documents, training_args) -> str:
+    """What each evaluation reads, said once at the start: an evaluation of a large set costs minutes."""
+    when = f"every {training_args.eval_steps:g} steps" if training_args.eval_strategy == "steps" else "every epoch"
+    where = f" from {len(documents):,} held-out documents" if isinstance(documents, Dataset) else ""
+    return f"Validation set: {len(dataset):,} examples{where}, evaluated {when}."
+
+
 def validation_collator(collator):
     """The training collator with its masking epoch (and rate) frozen: masks are a function of (seed, epoch, tokens)
     (data/reproducible_masking.py), so every evaluation masks the validation set identically."""

@@ -133,6 +133,11 @@ def prepare_tokenizer(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizer
         tokenizer.pad_token = tokenizer.eos_token
     if tokenizer.mask_token is None:
         tokenizer.add_special_tokens({"mask_token": MASK_TOKEN})
+        # Said, as it changes the vocabulary: the saved tokenizer has one more token, whose embedding starts untrained.
+        logger.warning(
+            f"The tokenizer has no mask token, which MLM needs: added {MASK_TOKEN} as token {tokenizer.mask_token_id} "
+            "(its embedding is new and learns during the MLM phase)."
+        )
     return tokenizer
 
 

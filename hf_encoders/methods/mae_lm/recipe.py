@@ -34,9 +34,8 @@ SIZES = {
 
 class MaeLmRecipe(BertBlocksRecipe):
     config_class = MaeLmConfig
-    # Its encoder adds learned absolute position embeddings to the relative bias, whose buckets need no change for
-    # longer blocks: every distance past relative_attention_max_distance shares the last bucket of its direction.
-    absolute_positions = True
+    # Its relative bias needs no change for longer blocks (every distance past relative_attention_max_distance shares
+    # the last bucket of its direction); its learned absolute positions limit a continued checkpoint's blocks.
     options = (
         *Recipe.options,
         "pack_documents",

@@ -17,7 +17,6 @@ class MlmRecipe(BertBlocksRecipe):
     """MAE-LM's data (BERT-style packed blocks) and encoder shapes; only the model differs."""
 
     config_class = BertConfig
-    absolute_positions = True
     options = Recipe.options  # not --pack_documents: its model cannot keep packed documents apart
 
     no_packed_documents = (

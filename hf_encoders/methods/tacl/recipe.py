@@ -45,11 +45,9 @@ class TaclRecipe(Recipe):
         "--tokenizer_name its tokenizer) with a mask token."
     )
 
-    absolute_positions = True  # its students' (BERT, RoBERTa); a ModernBERT student's config states its limit too
-
     def check_arguments(self, args) -> None:
-        super().check_arguments(args)
         self.require_encoder(args)
+        super().check_arguments(args)
 
     def build_tokenizer(self, args, documents):
         # TaCL continues an encoder: only its own vocabulary fits its embeddings.
