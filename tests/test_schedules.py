@@ -243,7 +243,7 @@ def test_a_bad_block_schedule_is_refused_in_one_line(text, message):
 @pytest.mark.parametrize(
     "method, options, message",
     [
-        # tests/tiny_models.py's BERT has a position table of 64 rows.
+        # tests/tiny_models.py's BERT has a position table of 512 rows.
         (
             "mlm",
             {"model_name_or_path": "bert"},
@@ -252,7 +252,7 @@ def test_a_bad_block_schedule_is_refused_in_one_line(text, message):
         (
             "tacl",
             {"model_name_or_path": "bert"},
-            "longer than the 64 positions .*'s position table covers; keep every block of --block_size_schedule at 64",
+            "longer than the 512 positions .*'s position table covers; keep every block of --block_size_schedule at 512",
         ),
         ("mae_lm", {"model_name_or_path": "bert"}, "longer than the 512 positions .*'s position table covers"),
         ("mlm", {"config_overrides": "max_position_embeddings=600"}, "--config_overrides max_position_embeddings"),
