@@ -6,13 +6,14 @@ one architecture in one vocabulary: the same model type and class, the same conf
 the same tensors. Anything else is refused, with what differs.
 """
 
-import argparse
 import shutil
 from pathlib import Path
 
 import torch
 from huggingface_hub import ModelCard, ModelCardData
 from transformers import PreTrainedModel
+
+from hf_encoders_cli import CommandParser
 
 from .data.tokenizer import load_tokenizer
 from .export import read_config
@@ -157,7 +158,11 @@ def write_average_card(output_dir: Path, config: dict, checkpoints: list[str], w
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hf-encoders average", description=__doc__.splitlines()[0])
+    parser = CommandParser(
+        prog="hf-encoders average",
+        description="The (weighted) mean of checkpoints of one model, tensor by tensor, as a checkpoint that loads as "
+        "each of them does (code, tokenizer and a card).",
+    )
     parser.add_argument("checkpoints", nargs="+", metavar="CKPT", help="checkpoint folders of one model")
     parser.add_argument("--output_dir", required=True, help="the folder the average is written to")
     parser.add_argument(

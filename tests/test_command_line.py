@@ -50,9 +50,9 @@ def error_of(capsys, *argv) -> str:
         ),
         (
             ["pretrian", "--method", "mlm"],
-            "hf-encoders: error: argument SUBCOMMAND: invalid choice: 'pretrian' (choose from 'pretrain', 'tokenize', "
-            "'analyze', 'evaluate', 'export', 'convert', 'demo'); did you mean pretrain? (`hf-encoders --help` lists "
-            "the options)\n",
+            "hf-encoders: error: argument SUBCOMMAND: invalid choice: 'pretrian' (choose from 'pretrain', 'plan', "
+            "'tokenize', 'analyze', 'evaluate', 'export', 'average', 'convert', 'demo'); did you mean pretrain? "
+            "(`hf-encoders --help` lists the options)\n",
         ),
         (
             ["evaluate", "model", "--output_dir", "out"],

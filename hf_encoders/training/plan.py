@@ -14,6 +14,8 @@ import argparse
 import math
 from dataclasses import dataclass
 
+from hf_encoders_cli import CommandParser
+
 from .presets import TRAINER_MICRO_BATCH, Preset
 
 GPUS = {"h100": "H100", "h200": "H200", "a100": "A100"}
@@ -244,7 +246,7 @@ def as_run(preset: Preset, args, training_args) -> Preset:
 
 
 def plan_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="hf-encoders plan",
         description="What a preset's pre-training costs before it starts: parameters, tokens, steps and schedule, "
         "FLOPs, GPU-hours and days, the memory a step needs and the gradient accumulation that reaches the paper's "
