@@ -34,6 +34,7 @@ OPTIONS = {
     "block_size": (64, ALL),
     "mlm_probability": (0.3, ALL),
     "masking": ("whole_word", ALL),
+    "mask_count": ("per_token", ALL),
     "max_span_length": (5, set()),  # read with --masking span only
     "span_geometric_p": (0.5, set()),
     "pack_documents": (True, set()),

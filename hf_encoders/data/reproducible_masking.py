@@ -31,13 +31,17 @@ def batch_seed(seed: int, epoch: int, input_ids: torch.Tensor) -> int:
 class ReproducibleMaskingMixin:
     """Put before `DataCollatorForLanguageModeling` in the bases; takes effect when `seed` is set.
 
-    Also the masking unit (data/masking_units.py): `masking="token"` (the default) is the parent's masking;
-    `"whole_word"` and `"span"` read word boundaries from a `word_starts` column (or, as transformers' own
-    `whole_word_mask=True` does, from `offset_mapping`) and choose the replacement ([MASK], random, unchanged) once
-    per word or span. `whole_word_mask=True` means `masking="whole_word"`.
+    Also the masking unit (data/masking_units.py): `masking="token"` (the default), `"whole_word"` and `"span"`
+    (which read word boundaries from a `word_starts` column or, as transformers' own `whole_word_mask=True` does, from
+    `offset_mapping`), the replacement ([MASK], random, unchanged) chosen once per unit; `whole_word_mask=True` means
+    `masking="whole_word"`. And how many tokens a row masks: `mask_count="exact"` (the default) masks
+    floor(mlm_probability x maskable tokens + u) per row, u uniform in [0, 1) and drawn from the seeded generator;
+    `"per_token"` draws a coin per token (per word), as the parent does: with `masking="token"` it is the parent's
+    masking.
     """
 
     masking: str | None = None  # None: "token", or "whole_word" with whole_word_mask=True
+    mask_count: str = "exact"
     max_span_length: int = 10  # SpanBERT's cap, in words
     span_geometric_p: float = 0.2  # SpanBERT's p: mean span 3.8 words
 
@@ -55,9 +59,12 @@ class ReproducibleMaskingMixin:
         if self.seed is not None:
             self.generator = torch.Generator().manual_seed(batch_seed(self.seed, self.epoch, inputs))
 
+    def uses_parent_masking(self) -> bool:
+        return self.masking == "token" and self.mask_count == "per_token"
+
     def torch_call(self, examples):
         examples, word_starts = take_word_starts(examples)
-        if self.masking == "token" or not self.mlm:
+        if self.masking == "token" or not self.mlm:  # the parent pads and calls torch_mask_tokens
             return super().torch_call(examples)
         batch = pad_without_fast_tokenizer_warning(
             self.tokenizer, examples, return_tensors="pt", pad_to_multiple_of=self.pad_to_multiple_of
@@ -77,18 +84,22 @@ class ReproducibleMaskingMixin:
         self, inputs, special_tokens_mask=None, offset_mapping=None, word_starts=None, position_ids=None
     ):
         self.reseed(inputs)
-        if self.masking == "token":
+        if self.uses_parent_masking():
             return super().torch_mask_tokens(
                 inputs, special_tokens_mask=special_tokens_mask, offset_mapping=offset_mapping
             )
         if special_tokens_mask is None:
             special_tokens_mask = torch.isin(inputs, torch.tensor(self.tokenizer.all_special_ids))
         maskable = ~special_tokens_mask.bool()
+        if self.masking == "token":
+            masked = masking_units.choose_exact(maskable, self.mlm_probability, self.generator)
+            return self.replace_units(inputs, masked, torch.arange(inputs.shape[1]).expand_as(inputs))
         if word_starts is None:
             word_starts = offsets_word_starts(offset_mapping, special_tokens_mask, self.masking)
         starts = masking_units.word_starts_in(word_starts, maskable, position_ids)
         if self.masking == "whole_word":
-            masked = masking_units.whole_words(starts, maskable, self.mlm_probability, self.generator)
+            choose = masking_units.exact_whole_words if self.mask_count == "exact" else masking_units.whole_words
+            masked = choose(starts, maskable, self.mlm_probability, self.generator)
             unit_starts = starts
         else:
             masked, unit_starts = masking_units.spans(
@@ -128,9 +139,20 @@ def check_masking(collator, masking: str | None) -> str:
                 "them (whole_word_mask=True means masking='whole_word')."
             )
         masking = "whole_word"
+    if collator.mask_count not in masking_units.MASK_COUNTS:
+        raise ValueError(
+            f"Unknown mask_count {collator.mask_count!r}; choose one of {', '.join(masking_units.MASK_COUNTS)}."
+        )
     masking = masking or "token"
     if masking not in masking_units.MASKING_UNITS:
         raise ValueError(f"Unknown masking {masking!r}; choose one of {', '.join(masking_units.MASKING_UNITS)}.")
+    if masking == "token" and collator.mask_count == "per_token":
+        return masking
+    if collator.return_tensors != "pt":
+        raise ValueError(
+            f"masking={masking!r} with mask_count={collator.mask_count!r} produces PyTorch tensors only; pass "
+            "return_tensors='pt', or mask_count='per_token' for masking='token'."
+        )
     if masking == "token":
         return masking
     if not collator.tokenizer.is_fast:
@@ -139,8 +161,6 @@ def check_masking(collator, masking: str | None) -> str:
             f"{type(collator.tokenizer).__name__} (a slow tokenizer) has none of; load the tokenizer with "
             "AutoTokenizer.from_pretrained(name) (fast by default, use_fast=True), or use masking='token'."
         )
-    if collator.return_tensors != "pt":
-        raise ValueError(f"masking={masking!r} produces PyTorch tensors only; pass return_tensors='pt'.")
     if masking == "span":
         if collator.max_span_length < 1:
             raise ValueError(f"max_span_length must be at least 1 word, got {collator.max_span_length}.")

@@ -33,6 +33,7 @@ COMMON_OPTIONS = (
     "block_size",
     "mlm_probability",
     "masking",
+    "mask_count",
     "max_span_length",
     "span_geometric_p",
     "validation_split_percentage",
@@ -111,7 +112,12 @@ class Recipe:
     def build_collator(self, args, tokenizer: PreTrainedTokenizerBase):
         """The method's collator; its own masking ratio unless `--mlm_probability` is given."""
         ratio = {} if args.mlm_probability is None else {"mlm_probability": args.mlm_probability}
-        unit = dict(masking=args.masking, max_span_length=args.max_span_length, span_geometric_p=args.span_geometric_p)
+        unit = dict(
+            masking=args.masking,
+            mask_count=args.mask_count,
+            max_span_length=args.max_span_length,
+            span_geometric_p=args.span_geometric_p,
+        )
         return load(self.method.collator)(tokenizer, pad_to_multiple_of=8, **ratio, **unit)
 
     def check_arguments(self, args) -> None:
@@ -222,7 +228,8 @@ class Recipe:
         unit = {"token": "tokens", "whole_word": "whole words"}.get(
             args.masking, f"spans of Geometric({args.span_geometric_p}) words, at most {args.max_span_length}"
         )
-        lines = [f"- masking ratio: {ratio:.0%}", f"- masking unit: {unit}"]
+        count = "exact per row" if args.mask_count == "exact" else "a coin per token"
+        lines = [f"- masking ratio: {ratio:.0%} ({count})", f"- masking unit: {unit}"]
         return lines + ([f"- initialised from: {args.starting_checkpoint}"] if args.starting_checkpoint else [])
 
     def card_variables(self, args) -> dict[str, str]:
