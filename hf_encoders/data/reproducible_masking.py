@@ -17,7 +17,7 @@ import torch
 from transformers import DataCollatorForLanguageModeling
 from transformers.data.data_collator import pad_without_fast_tokenizer_warning, to_numpy
 
-from . import masking_units
+from . import index_tensors, masking_units
 
 
 def batch_seed(seed: int, epoch: int, input_ids: torch.Tensor) -> int:
@@ -42,6 +42,9 @@ class ReproducibleMaskingMixin:
 
     masking: str | None = None  # None: "token", or "whole_word" with whole_word_mask=True
     mask_count: str = "exact"
+    # Whether batches carry the fixed-size index tensors of data/index_tensors.py: the method collators' models read
+    # them; stock models (the MLM baseline's BertForMaskedLM) would not accept them.
+    index_tensors: bool = False
     max_span_length: int = 10  # SpanBERT's cap, in words
     span_geometric_p: float = 0.2  # SpanBERT's p: mean span 3.8 words
 
@@ -65,7 +68,7 @@ class ReproducibleMaskingMixin:
     def torch_call(self, examples):
         examples, word_starts = take_word_starts(examples)
         if self.masking == "token" or not self.mlm:  # the parent pads and calls torch_mask_tokens
-            return super().torch_call(examples)
+            return self.with_index_tensors(super().torch_call(examples))
         batch = pad_without_fast_tokenizer_warning(
             self.tokenizer, examples, return_tensors="pt", pad_to_multiple_of=self.pad_to_multiple_of
         )
@@ -78,6 +81,18 @@ class ReproducibleMaskingMixin:
             word_starts=pad_like(word_starts, batch["input_ids"], self.tokenizer.padding_side),
             position_ids=batch.get("position_ids"),
         )
+        return self.with_index_tensors(batch)
+
+    def with_index_tensors(self, batch, labels: str = "labels", prefix: str = ""):
+        """`batch` with the labelled positions of `batch[labels]` (data/index_tensors.py) under `prefix`-ed names,
+        where this collator makes them."""
+        if not (self.index_tensors and self.mlm):
+            return batch
+        index_tensors.check_positions(batch)
+        exact = self.mask_count == "exact" or self.masking == "span"
+        slots = index_tensors.labelled_slots(batch[labels].shape[1], self.mlm_probability, exact)
+        tensors = index_tensors.labelled_index(batch[labels], slots)
+        batch.update({prefix + name: tensor for name, tensor in tensors.items()})
         return batch
 
     def torch_mask_tokens(
@@ -212,6 +227,7 @@ class MethodMaskingCollator(ReproducibleDataCollatorForLanguageModeling):
 
     method_title: ClassVar[str]  # completes "..., which MAE-LM needs"
     missing_mask_token_fix: ClassVar[str]
+    index_tensors: bool = True
 
     def __post_init__(self):
         if not self.mlm:

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ...data import masking_units
+from ...data import index_tensors, masking_units
 from ...data.reproducible_masking import MethodMaskingCollator
 
 
@@ -49,6 +49,15 @@ class DataCollatorForMaeLm(MethodMaskingCollator):
         batch = super().torch_call(examples)
         if self.masks_in_encoder is not None:
             batch["masks_in_encoder"] = self.masks_in_encoder
+        if self.index_tensors:
+            # The positions the encoder reads, as MaeLmForMaskedLM.encoder_input_mask finds them.
+            input_ids = batch["input_ids"]
+            removed = input_ids == self.tokenizer.mask_token_id
+            if self.masks_in_encoder is not None:
+                removed &= ~self.masks_in_encoder
+            keep = ~removed if "attention_mask" not in batch else batch["attention_mask"].bool() & ~removed
+            slots = index_tensors.kept_slots(input_ids.shape[1], self.mlm_probability, self.mask_in_encoder_fraction)
+            batch.update(index_tensors.kept_index(keep, slots))
         return batch
 
     def torch_mask_tokens(self, inputs, **kwargs):
