@@ -169,7 +169,8 @@ def step_results(model, batch) -> tuple[torch.Tensor, list[torch.Tensor]]:
 @pytest.mark.parametrize("name", OBJECTIVES)
 def test_every_objectives_training_step_compiles_whole_to_one_graph_equal_to_eager(name):
     """fullgraph=True raises at a graph break; the counter counts graphs, so a recompile for a batch whose masks
-    differ would count two. aot_eager traces forward and backward as inductor would, without generating code."""
+    differ would count two. aot_eager traces forward and backward as inductor would, without generating code; it is
+    kept to MAE-LM and TaCL (their own compaction and contrast), the plain eager backend checks the rest quicker."""
     build, collate = OBJECTIVES[name]
     torch.manual_seed(0)
     model = build().train()
@@ -179,7 +180,7 @@ def test_every_objectives_training_step_compiles_whole_to_one_graph_equal_to_eag
     assert not torch.equal(masks[0], masks[1]), "the batches mask other positions"
     eager = [step_results(model, batch) for batch in batches]
     torch._dynamo.reset()
-    counter = CompileCounterWithBackend("aot_eager")
+    counter = CompileCounterWithBackend("aot_eager" if name in ("mae_lm δ=0", "tacl") else "eager")
     compiled = torch.compile(model, backend=counter, fullgraph=True, dynamic=False)
     for batch, (loss, gradients) in zip(batches, eager):
         compiled_loss, compiled_gradients = step_results(compiled, batch)
