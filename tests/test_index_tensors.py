@@ -119,6 +119,13 @@ def test_index_tensors_have_sizes_of_batch_length_and_rate_only_and_name_the_mas
             assert kept_slots(LENGTH, 0.15, delta) == 112
 
 
+def test_coins_per_token_get_every_position_as_slots(tokenizer, blocks):
+    """No count bounds a coin per token's masks: fixed sizes still, the whole row."""
+    collator = DataCollatorForMaeLm(tokenizer, seed=0, mask_count="per_token")
+    for batch in batches(collator, blocks, count=3):
+        assert batch["labelled_positions"].shape == batch["kept_positions"].shape == (8, LENGTH)
+
+
 def test_a_row_holding_more_than_planned_gets_more_slots():
     labels = torch.full((2, 32), -100)
     labels[1, :20] = 7

@@ -62,6 +62,10 @@ class ReproducibleMaskingMixin:
         if self.seed is not None:
             self.generator = torch.Generator().manual_seed(batch_seed(self.seed, self.epoch, inputs))
 
+    def counts_exactly(self) -> bool:
+        """Whether each row masks an exact count: with `mask_count="exact"`, and with spans, which always do."""
+        return self.mask_count == "exact" or self.masking == "span"
+
     def uses_parent_masking(self) -> bool:
         return self.masking == "token" and self.mask_count == "per_token"
 
@@ -89,8 +93,7 @@ class ReproducibleMaskingMixin:
         if not (self.index_tensors and self.mlm):
             return batch
         index_tensors.check_positions(batch)
-        exact = self.mask_count == "exact" or self.masking == "span"
-        slots = index_tensors.labelled_slots(batch[labels].shape[1], self.mlm_probability, exact)
+        slots = index_tensors.labelled_slots(batch[labels].shape[1], self.mlm_probability, self.counts_exactly())
         tensors = index_tensors.labelled_index(batch[labels], slots)
         batch.update({prefix + name: tensor for name, tensor in tensors.items()})
         return batch

@@ -56,7 +56,9 @@ class DataCollatorForMaeLm(MethodMaskingCollator):
             if self.masks_in_encoder is not None:
                 removed &= ~self.masks_in_encoder
             keep = ~removed if "attention_mask" not in batch else batch["attention_mask"].bool() & ~removed
-            slots = index_tensors.kept_slots(input_ids.shape[1], self.mlm_probability, self.mask_in_encoder_fraction)
+            slots = input_ids.shape[1]  # coins per token give no bound short of the whole row
+            if self.counts_exactly():
+                slots = index_tensors.kept_slots(slots, self.mlm_probability, self.mask_in_encoder_fraction)
             batch.update(index_tensors.kept_index(keep, slots))
         return batch
 
