@@ -226,7 +226,8 @@ def offsets_word_starts(offset_mapping, special_tokens_mask, masking: str) -> to
 
 @dataclass
 class MethodMaskingCollator(ReproducibleDataCollatorForLanguageModeling):
-    """A pre-training method's masked-LM collator: refuses, when built, what could only fail mid-run."""
+    """A pre-training method's masked-LM collator: refuses, when built, what could only fail mid-run, and writes the
+    fixed-size index tensors its model reads (data/index_tensors.py; `index_tensors=False` leaves them out)."""
 
     method_title: ClassVar[str]  # completes "..., which MAE-LM needs"
     missing_mask_token_fix: ClassVar[str]

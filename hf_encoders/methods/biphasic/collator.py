@@ -49,6 +49,8 @@ class DataCollatorForBiphasic(ReproducibleMaskingMixin, DataCollatorForLanguageM
     BERT-style split. A `special_tokens_mask` column (as packing writes) is honoured, else the tokenizer's special
     ids are never masked. `masking="whole_word"` or `"span"` masks whole words or SpanBERT spans (every one
     [MASK]ed, as the paper's code does), still `mlm_probability` of the tokens. Only PyTorch tensors are produced.
+    Each view also gets its labelled positions as fixed-size index tensors (data/index_tensors.py: `labelled_*`, and
+    `mlm_labelled_*` beside `mlm_labels`), which the model reads instead of counting on the device.
     """
 
     objective: str | None = None
