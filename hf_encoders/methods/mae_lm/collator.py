@@ -3,9 +3,12 @@
 from dataclasses import dataclass
 
 import torch
+from transformers.utils import logging
 
 from ...data import index_tensors, masking_units
 from ...data.reproducible_masking import MethodMaskingCollator
+
+logger = logging.get_logger(__name__)
 
 
 @dataclass
@@ -43,6 +46,13 @@ class DataCollatorForMaeLm(MethodMaskingCollator):
             )
         if self.mask_in_encoder_fraction and self.return_tensors != "pt":
             raise ValueError("mask_in_encoder_fraction (δ) produces PyTorch tensors only; pass return_tensors='pt'.")
+        if self.mask_replace_prob < 1.0:
+            # Said here rather than by the model, which counts such targets only in batches without index tensors.
+            logger.warning(
+                f"DataCollatorForMaeLm(mask_replace_prob={self.mask_replace_prob}) leaves a share of the targets "
+                "unmasked or randomised: MAE-LM's encoder reads those positions (it drops [MASK]s only), so it trains "
+                "on a different objective, and an unchanged target can be copied rather than predicted."
+            )
 
     def torch_call(self, examples):
         self.masks_in_encoder = None
