@@ -60,6 +60,8 @@ from hf_encoders import (
     TaclConfig,
     TaclForPreTraining,
 )
+from hf_encoders.data import index_tensors
+from hf_encoders.data.masking_units import choose_exact
 from hf_encoders.methods import METHODS, get_method
 from hf_encoders.training.fast_path import FAST_ATTENTION
 from hf_encoders.training.measures import known_peak_tflops
@@ -138,11 +140,24 @@ def biphasic_flops(model, batch) -> float:
 
 
 def masked_batch(settings, vocab: int, probability: float) -> dict:
-    """Every selected position becomes [MASK] with its label; the same tensors feed both models."""
+    """Every selected position becomes [MASK] with its label, an exact count per row as our collators select them;
+    the same tensors feed both models (ours also get the collators' index tensors: `indexed`)."""
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(FIRST_REAL_ID, vocab, (settings.batch, settings.length), generator=generator)
-    selected = torch.rand(ids.shape, generator=generator) < probability
+    selected = choose_exact(torch.ones(ids.shape, dtype=torch.bool), probability, generator)
     return {"input_ids": ids.masked_fill(selected, MASK_ID), "labels": ids.masked_fill(~selected, -100)}
+
+
+def indexed(batch: dict, probability: float | None, kept: bool = False) -> dict:
+    """`batch` with the fixed-size index tensors our collators write (data/index_tensors.py): the labelled positions
+    (every position with `probability` None: next-token labels), and MAE-LM's kept positions with `kept`."""
+    labels, length = batch["labels"], batch["labels"].shape[1]
+    slots = length if probability is None else index_tensors.labelled_slots(length, probability, exact=True)
+    batch = {**batch, **index_tensors.labelled_index(labels, slots)}
+    if kept:
+        keep = batch["input_ids"] != MASK_ID
+        batch.update(index_tensors.kept_index(keep, index_tensors.kept_slots(length, probability, 0.0)))
+    return batch
 
 
 def sentence_pair_batch(settings, vocab: int) -> dict:
@@ -264,7 +279,7 @@ def comparisons(settings) -> list[Comparison]:
             0.85,
             lambda: TaclForPreTraining(TaclConfig(student_config=student.to_dict())),
             lambda: BertForPreTraining(bert),
-            lambda: sentence_pair_batch(settings, bert_vocab),
+            lambda: indexed(sentence_pair_batch(settings, bert_vocab), 0.15),
             lambda: sentence_pair_batch(settings, bert_vocab),
             tacl_flops,
             gpu_target=0.9,
@@ -278,7 +293,7 @@ def comparisons(settings) -> list[Comparison]:
                 target,
                 lambda: MaeLmForMaskedLM(mae_lm),
                 lambda: BertForMaskedLM(bert),
-                lambda p=probability: masked_batch(settings, bert_vocab, p),
+                lambda p=probability: indexed(masked_batch(settings, bert_vocab, p), p, kept=True),
                 lambda p=probability: masked_batch(settings, bert_vocab, p),
                 mae_lm_flops,
                 gpu_target=gpu_target,
@@ -291,7 +306,7 @@ def comparisons(settings) -> list[Comparison]:
             0.8,
             lambda: BiphasicEncoderForPreTraining(BiphasicConfig(mask_token_id=MASK_ID, **llama)),
             lambda: EuroBertForMaskedLM(EuroBertConfig(mask_token_id=MASK_ID, **llama)),
-            lambda: masked_batch(settings, llama_vocab, 0.4),
+            lambda: indexed(masked_batch(settings, llama_vocab, 0.4), 0.4),
             lambda: masked_batch(settings, llama_vocab, 0.4),
             biphasic_flops,
             gpu_target=0.9,
@@ -302,7 +317,7 @@ def comparisons(settings) -> list[Comparison]:
             1.0,
             lambda: BiphasicEncoderForPreTraining(BiphasicConfig(mask_token_id=MASK_ID, **llama)),
             lambda: LlamaForCausalLM(LlamaConfig(**llama)),
-            lambda: causal_batch(settings, llama_vocab, shifted=True),
+            lambda: indexed(causal_batch(settings, llama_vocab, shifted=True), None),
             lambda: causal_batch(settings, llama_vocab, shifted=False),
             biphasic_flops,
             gpu_target=1.0,
@@ -313,7 +328,7 @@ def comparisons(settings) -> list[Comparison]:
             None,
             lambda: MaeLmForMaskedLM(mae_lm),
             lambda: ModernBertForMaskedLM(modernbert),
-            lambda: masked_batch(settings, bert_vocab, 0.15),
+            lambda: indexed(masked_batch(settings, bert_vocab, 0.15), 0.15, kept=True),
             lambda: masked_batch(settings, bert_vocab, 0.15),
             mae_lm_flops,
             vocabulary_loss=False,
@@ -324,8 +339,8 @@ def comparisons(settings) -> list[Comparison]:
             1.1,
             lambda: MaeLmForMaskedLM(mae_lm),
             lambda: MaeLmForMaskedLM(mae_lm),
-            lambda: packed_documents_batch(settings, bert_vocab),
-            lambda: masked_batch(settings, bert_vocab, 0.15),
+            lambda: indexed(packed_documents_batch(settings, bert_vocab), 0.15, kept=True),
+            lambda: indexed(masked_batch(settings, bert_vocab, 0.15), 0.15, kept=True),
             mae_lm_flops,
             anchor_is_ours=True,
             vocabulary_loss=False,

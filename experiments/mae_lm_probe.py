@@ -163,19 +163,19 @@ def encoder_ablated(model):
     """The model with each of its encoder's output states replaced by the mean of the batch's states (positions the
     encoder did not read stay zero, as in the model), its own encoder put back on leaving: the measures after the
     ablation read the trained model."""
-    encode_compacted = model.encode_compacted
+    encode_kept = model.encode_kept
 
     def encode(*args, **kwargs):
-        states = encode_compacted(*args, **kwargs)
+        states = encode_kept(*args, **kwargs)
         read = states.abs().sum(-1, keepdim=True) > 0
         mean = states.sum((0, 1)) / read.sum()
         return torch.where(read, mean, states)
 
-    model.encode_compacted = encode
+    model.encode_kept = encode
     try:
         yield model
     finally:
-        del model.encode_compacted  # the instance attribute hid the class's method; removing it restores the method
+        del model.encode_kept  # the instance attribute hid the class's method; removing it restores the method
 
 
 def main(corpus: Path, output: Path, checkpoints: list[Path], deltas: list[float] | None = None) -> None:

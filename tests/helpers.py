@@ -109,3 +109,41 @@ def tiny_training_arguments(output_dir, **overrides) -> TrainingArguments:
         disable_tqdm=True,
     )
     return TrainingArguments(**{**settings, **overrides})
+
+
+class DeviceReads(torch.overrides.TorchFunctionMode):
+    """Counts, while active, the calls that read a tensor's value back to the host (a wait for the device on a GPU):
+    `.item()`, `.tolist()`, `bool()` / `int()` / `float()` / `index()` of a tensor, `nonzero`, `unique`, and indexing
+    with a boolean tensor. `reads` lists each one's function name."""
+
+    READS = {
+        torch.Tensor.item,
+        torch.Tensor.tolist,
+        torch.Tensor.__bool__,
+        torch.Tensor.__int__,
+        torch.Tensor.__float__,
+        torch.Tensor.__index__,
+        torch.Tensor.nonzero,
+        torch.nonzero,
+        torch.argwhere,
+        torch.Tensor.unique,
+        torch.unique,
+        torch.Tensor.masked_select,
+        torch.masked_select,
+    }
+
+    def __init__(self):
+        super().__init__()
+        self.reads = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in self.READS or (func is torch.Tensor.__getitem__ and boolean_index(args[1])):
+            self.reads.append(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+def boolean_index(index) -> bool:
+    return any(
+        isinstance(part, torch.Tensor) and part.dtype == torch.bool
+        for part in (index if isinstance(index, tuple) else (index,))
+    )

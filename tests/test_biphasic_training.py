@@ -7,6 +7,7 @@ from datasets import Dataset
 from transformers import Trainer, TrainerState, TrainingArguments
 
 from hf_encoders import BiphasicEncoderForPreTraining, DataCollatorForBiphasic, PhaseScheduleCallback
+from hf_encoders.data.index_tensors import LABELLED
 from hf_encoders.methods.biphasic.collator import next_token_labels
 from hf_encoders.training.arguments import PretrainArguments
 from hf_encoders.training.recipe import get_recipe
@@ -28,7 +29,8 @@ def test_collator_builds_both_views_from_one_padded_batch():
     collator = DataCollatorForBiphasic(tokenizer, seed=0)
     examples = [{"input_ids": [BOS, *range(5, 45), EOS]}, {"input_ids": [BOS, 7, 8, 9, EOS]}]
     batch = collator(examples)
-    assert set(batch) == {"input_ids", "attention_mask", "labels", "mlm_input_ids", "mlm_labels"}
+    views = {"input_ids", "attention_mask", "labels", "mlm_input_ids", "mlm_labels"}
+    assert set(batch) == views | {*LABELLED, *(f"mlm_{name}" for name in LABELLED)}
     ids, mask = batch["input_ids"], batch["attention_mask"]
     assert torch.equal(batch["labels"], next_token_labels(ids, mask))
     selected = batch["mlm_labels"] != -100
@@ -44,7 +46,7 @@ def test_collator_masks_forty_percent_of_real_tokens_with_a_configurable_split()
     tokenizer = tiny_tokenizer("llama", pad_token="</s>")
     examples = [list(range(5, VOCAB_SIZE)) * 4 for _ in range(64)]
     batch = DataCollatorForBiphasic(tokenizer, objective="mlm", seed=0)(examples)
-    assert set(batch) == {"input_ids", "attention_mask", "labels"}
+    assert set(batch) == {"input_ids", "attention_mask", "labels", *LABELLED}
     assert abs((batch["labels"] != -100).float().mean().item() - 0.40) < 0.01
 
     split = DataCollatorForBiphasic(tokenizer, objective="mlm", mask_replace_prob=0.8, random_replace_prob=0.1, seed=0)(
@@ -58,7 +60,7 @@ def test_collator_masks_forty_percent_of_real_tokens_with_a_configurable_split()
 
 def test_clm_collator_and_its_errors():
     batch = DataCollatorForBiphasic(tiny_tokenizer("llama"), objective="clm")([[5, 6, 7], [8, 9]])
-    assert set(batch) == {"input_ids", "attention_mask", "labels"}
+    assert set(batch) == {"input_ids", "attention_mask", "labels", *LABELLED}
     assert batch["labels"].tolist() == [[6, 7, -100], [9, -100, -100]]
     with pytest.raises(ValueError, match="objective"):
         DataCollatorForBiphasic(tiny_tokenizer("llama"), objective="both")

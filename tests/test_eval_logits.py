@@ -124,6 +124,16 @@ def test_mae_lm_warns_once_per_model_when_stock_masking_leaves_targets_in_the_en
     assert unmasked_warnings(caplog) == []
 
 
+def test_mae_lm_collator_told_to_leave_targets_unmasked_says_so_when_built(caplog):
+    """Its batches carry index tensors, with which the model counts nothing: the collator warns instead."""
+    with caplog.at_level(logging.WARNING):
+        DataCollatorForMaeLm(tiny_tokenizer(), seed=0)
+        assert caplog.records == []
+        DataCollatorForMaeLm(tiny_tokenizer(), mask_replace_prob=0.8, random_replace_prob=0.1)
+    (record,) = caplog.records
+    assert "mask_replace_prob=0.8) leaves a share of the targets unmasked or randomised" in record.getMessage()
+
+
 def test_pretraining_evaluations_which_read_losses_only_keep_the_compact_layout(tmp_path):
     arguments = TrainingArguments(str(tmp_path), report_to="none", use_cpu=True)
     losses_only, with_metrics = (MaeLmForMaskedLM(tiny_mae_lm_config()) for _ in range(2))

@@ -103,16 +103,18 @@ def test_the_encoder_ablation_feeds_the_decoder_the_mean_state_and_puts_the_enco
     import torch
 
     from experiments import mae_lm_probe
+    from hf_encoders.models._shared.loss_utils import first_positions, restore_index
 
     model, corrupted, labels, masked = probed
     with torch.no_grad():
         trained = model(corrupted, labels=labels).loss.item()
         keep = ~masked  # δ = 0: the encoder reads the real tokens only
         positions = torch.arange(corrupted.shape[1]).expand_as(corrupted)
-        compact_length = int(keep.sum(-1).max())
-        states = model.encode_compacted(corrupted, keep, compact_length, positions)
+        kept = first_positions(keep, int(keep.sum(-1).max()))
+        index = (keep, *kept, restore_index(keep, kept[0]))
+        states = model.encode_kept(corrupted, *index, positions)
         with mae_lm_probe.encoder_ablated(model):
-            ablated = model.encode_compacted(corrupted, keep, compact_length, positions)
+            ablated = model.encode_kept(corrupted, *index, positions)
             ablated_loss = model(corrupted, labels=labels).loss.item()
         after = model(corrupted, labels=labels).loss.item()
     read = states.abs().sum(-1) > 0
@@ -120,7 +122,7 @@ def test_the_encoder_ablation_feeds_the_decoder_the_mean_state_and_puts_the_enco
     assert torch.equal(ablated[~read], states[~read])
     assert ablated_loss != pytest.approx(trained)
     assert after == trained  # the trained encoder is back for whatever is measured next
-    assert "encode_compacted" not in vars(model)
+    assert "encode_kept" not in vars(model)
 
 
 def test_the_probes_attention_measures_read_the_trained_encoder_not_the_ablated_one(tmp_path, monkeypatch):
@@ -132,7 +134,7 @@ def test_the_probes_attention_measures_read_the_trained_encoder_not_the_ablated_
     ablated_when_measured = []
 
     def recording(model, *args, **kwargs):
-        ablated_when_measured.append("encode_compacted" in vars(model))
+        ablated_when_measured.append("encode_kept" in vars(model))
         return measure(model, *args, **kwargs)
 
     monkeypatch.setattr(mae_lm_probe, "neighbour_attention", recording)

@@ -56,6 +56,13 @@ def test_a_flag_given_wins_over_the_fast_default(tmp_path, flags, expected):
     assert fast(parsed(tmp_path, H100, *flags)) == expected
 
 
+@pytest.mark.parametrize("device", [H100, CPU], ids=["cuda", "cpu"])
+def test_pretrain_leaves_transformers_nan_inf_filter_off_unless_given(tmp_path, device):
+    """The filter reads every step's loss from the device."""
+    assert parsed(tmp_path, device).logging_nan_inf_filter is False
+    assert parsed(tmp_path, device, "--logging_nan_inf_filter", "true").logging_nan_inf_filter is True
+
+
 def test_a_json_file_of_options_wins_too(tmp_path):
     options = {"method": "mae_lm", "output_dir": str(tmp_path), "use_cpu": True, "torch_compile": False}
     (tmp_path / "run.json").write_text(json.dumps(options))

@@ -5,11 +5,12 @@ import copy
 
 import pytest
 import torch
+from torch._dynamo.testing import CompileCounterWithBackend
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from hf_encoders import BiphasicEncoder, MaeLmForMaskedLM, MaeLmModel
+from hf_encoders import BiphasicEncoder, DataCollatorForMaeLm, MaeLmForMaskedLM, MaeLmModel
 from hf_encoders.models.mae_lm.relative_attention import cudnn_nan_free_sdpa
-from tests.test_compile import FORWARDS, assert_step_compiles_at_most_twice
+from tests.test_compile import FORWARDS, assert_step_compiles_at_most_twice, bert_collated, step_results
 from tests.test_long_context import CONFIG, packed_padded_batch, step, use_path
 from tests.test_packed_documents import documents, packed
 from tests.tiny_models import MASK_TOKEN_ID, tiny_biphasic_config, tiny_mae_lm_config
@@ -172,3 +173,27 @@ def test_sdpa_with_a_mask_is_kept_off_cudnn_where_its_backward_returns_nan():
         gradients.append(inputs[0].grad)
     assert torch.isfinite(gradients[0]).all()
     torch.testing.assert_close(gradients[0], gradients[1])
+
+
+@pytest.mark.parametrize("delta", [0.0, 0.5])
+def test_mae_lm_flex_step_compiles_to_one_graph_over_collated_batches_on_cuda(delta):
+    """tests/test_compile.py's one graph for a whole run, on MAE-LM's CUDA default (flex_attention, whose backward
+    has no CPU kernel): its collator's batches, with their index tensors, compile forward and backward with
+    fullgraph=True, dynamic=False into one graph, equal to eager (gradients within 1e-3 of their norm: the bias
+    table's comes from the kernel's atomic adds)."""
+    config = tiny_mae_lm_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **WIDE_HEADS[MaeLmModel])
+    torch.manual_seed(0)
+    model = MaeLmForMaskedLM(config).cuda().train()
+    model.set_attn_implementation("flex_attention")
+    batches = [on_cuda(batch) for batch in bert_collated(DataCollatorForMaeLm, mask_in_encoder_fraction=delta)()]
+    eager = [step_results(model, batch) for batch in batches]
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(model, backend=counter, fullgraph=True, dynamic=False)
+    for batch, (loss, gradients) in zip(batches, eager):
+        compiled_loss, compiled_gradients = step_results(compiled, batch)
+        torch.testing.assert_close(compiled_loss, loss, rtol=1e-4, atol=1e-4)
+        for index, (compiled_gradient, gradient) in enumerate(zip(compiled_gradients, gradients, strict=True)):
+            if gradient.norm() > 0:
+                assert_relatively_close(compiled_gradient, gradient, 1e-3, f"gradient {index}")
+    assert counter.frame_count == 1

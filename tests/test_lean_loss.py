@@ -147,11 +147,21 @@ def test_tied_weights_get_the_gradient_of_both_uses():
 
 
 def unfused_labelled_rows_loss(
-    projection, hidden_states, labels, num_items_in_batch=None, *, transform=None, labelled_count=None, all_positions
+    projection,
+    hidden_states,
+    labels,
+    num_items_in_batch=None,
+    *,
+    transform=None,
+    labelled_count=None,
+    all_positions,
+    labelled_positions=None,
+    labelled_mask=None,
 ):
     """The loss before the fused one: boolean-mask gather (which reads the count itself), the whole head, fp32
     cross-entropy."""
     assert not all_positions, "a training step asks for the labelled rows only"
+    assert labelled_positions is None, "counting_batch makes no index tensors"
     labelled = labels != -100
     rows = hidden_states[labelled]
     logits = projection(rows if transform is None else transform(rows))

@@ -5,11 +5,20 @@ import pytest
 import torch
 from datasets import Dataset
 from scipy.stats import geom
+from transformers import DataCollatorForLanguageModeling
 
 from hf_encoders import DataCollatorForBiphasic, DataCollatorForMaeLm, DataCollatorForTacl
 from hf_encoders.data import embedded_documents, pack_bert_style, pack_llama_style, tokenize_documents
-from hf_encoders.data.masking_units import span_length_distribution, spans, unit_index, word_start_mask
-from hf_encoders.data.reproducible_masking import ReproducibleDataCollatorForLanguageModeling
+from hf_encoders.data.masking_units import (
+    choose_exact,
+    exact_counts,
+    exact_whole_words,
+    span_length_distribution,
+    spans,
+    unit_index,
+    word_start_mask,
+)
+from hf_encoders.data.reproducible_masking import ReproducibleDataCollatorForLanguageModeling, batch_seed
 from hf_encoders.methods.tacl.sentence_pairs import build_sentence_pairs
 from tests.tiny_models import corpus_tokenizer
 
@@ -194,6 +203,81 @@ def test_a_delta_outside_zero_one_is_refused(delta, tokenizer):
         DataCollatorForMaeLm(tokenizer, mask_in_encoder_fraction=delta)
 
 
+def count_rule(seed: int, originals: torch.Tensor, maskable: torch.Tensor, ratio: float) -> torch.Tensor:
+    """floor(ratio x maskable + u), u the first draw of the batch's generator: the rule, computed apart from the
+    collator."""
+    generator = torch.Generator().manual_seed(batch_seed(seed, 0, originals))
+    u = torch.rand(len(originals), generator=generator, dtype=torch.float64)
+    return torch.floor(ratio * maskable.sum(1).double() + u).long()
+
+
+@pytest.mark.parametrize("masking", ["token", "whole_word", "span"])
+@pytest.mark.parametrize("method", list(COLLATORS))
+def test_every_method_masks_an_exact_count_per_row(method, masking, tokenizer, blocks):
+    collator = COLLATORS[method](tokenizer, masking=masking, seed=5)
+    special = torch.tensor(tokenizer.all_special_ids)
+    counts, maskables, short_rows = [], [], 0
+    for batch in masked_batches(collator, blocks, count=20):
+        labelled = batch["labels"] != -100
+        originals = torch.where(labelled, batch["labels"], batch["input_ids"])
+        maskable = ~torch.isin(originals, special)
+        expected = count_rule(5, originals, maskable, collator.mlm_probability)
+        if masking == "whole_word":  # BERT's rule skips words too long for what is left: never more
+            assert torch.all(labelled.sum(1) <= expected)
+            short_rows += int((labelled.sum(1) < expected).sum())
+        else:
+            assert torch.equal(labelled.sum(1), expected)
+        counts.append(labelled.sum(1))
+        maskables.append(maskable.sum(1))
+    counts, maskables = torch.cat(counts).double(), torch.cat(maskables).double()
+    assert short_rows <= len(counts) // 20
+    # floor(x + u) - x has mean 0 and spread at most 1/sqrt(12) per row: the rate is exact over many rows.
+    error = (counts - collator.mlm_probability * maskables).mean()
+    assert abs(error) < 4 / 12**0.5 / len(counts) ** 0.5 + short_rows / len(counts)
+
+
+def test_per_token_counts_vary_as_transformers_coins_do(tokenizer, blocks):
+    """mask_count='per_token' is the stock collator's masking: the same masks, from the same generator."""
+    ours = ReproducibleDataCollatorForLanguageModeling(tokenizer, mask_count="per_token", seed=2)
+    examples = [{"input_ids": blocks[i]["input_ids"]} for i in range(8)]
+    batch = ours(examples)
+    stock = DataCollatorForLanguageModeling(tokenizer, seed=0)
+    stock.generator = torch.Generator().manual_seed(batch_seed(2, 0, batch_inputs(tokenizer, examples)))
+    expected = stock.torch_mask_tokens(batch_inputs(tokenizer, examples))
+    assert torch.equal(batch["labels"], expected[1]) and torch.equal(batch["input_ids"], expected[0])
+
+
+def batch_inputs(tokenizer, examples) -> torch.Tensor:
+    return tokenizer.pad(examples, return_tensors="pt", pad_to_multiple_of=None)["input_ids"]
+
+
+def test_exact_counts_round_to_the_rate_in_expectation():
+    candidates = torch.full((4000,), 10)
+    counts = exact_counts(candidates, 0.15, torch.Generator().manual_seed(0))
+    assert set(counts.tolist()) == {1, 2}
+    assert counts.double().mean() == pytest.approx(1.5, abs=0.03)
+    chosen = choose_exact(torch.ones(4000, 10, dtype=torch.bool), 0.15, torch.Generator().manual_seed(0))
+    assert torch.equal(chosen.sum(1), counts)  # the same first draw: the same counts
+    # Uniform over the candidates: each position chosen 15% of the time, and never a non-candidate.
+    assert chosen.double().mean(0) == pytest.approx(torch.full((10,), 0.15, dtype=torch.float64), abs=0.025)
+    some = torch.arange(10).expand(4000, -1) % 2 == 0
+    assert not (choose_exact(some, 0.5, torch.Generator().manual_seed(1)) & ~some).any()
+
+
+def test_exact_whole_words_take_words_whole_and_meet_the_count_when_words_fit():
+    # Rows of two-token words and one-token words: 20 maskable tokens, a count of 3 at 15%.
+    starts = torch.tensor([[1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]], dtype=torch.bool)
+    starts, maskable = starts.expand(500, -1), torch.ones(500, 20, dtype=torch.bool)
+    masked = exact_whole_words(starts, maskable, 0.15, torch.Generator().manual_seed(0))
+    assert torch.equal(masked.sum(1), torch.full((500,), 3))
+    pairs = masked[:, :10].view(500, 5, 2)
+    assert torch.equal(pairs[..., 0], pairs[..., 1])  # a two-token word is masked whole or not at all
+    assert pairs.any() and masked[:, 10:].any()
+    # Only two-token words and an odd count: one short, never over, never a word cut.
+    odd = exact_whole_words(starts[:, :10], maskable[:, :10], 0.3, torch.Generator().manual_seed(0))
+    assert torch.equal(odd.sum(1), torch.full((500,), 2))
+
+
 def test_spans_follow_spanberts_length_distribution_and_never_cross_a_document_start():
     # SpanBERT's Geo(0.2) truncated at 10 words and renormalised: mean 3.8 words, as the paper reports.
     expected = torch.tensor(geom.pmf(range(1, 11), 0.2) / geom.cdf(10, 0.2))
@@ -220,7 +304,7 @@ def test_span_ratio_is_exact_in_expectation_when_it_falls_between_tokens():
     assert counts.double().mean() == pytest.approx(1.5, abs=0.03)
 
 
-@pytest.mark.parametrize("masking", ["whole_word", "span"])
+@pytest.mark.parametrize("masking", ["token", "whole_word", "span"])
 def test_masks_are_a_function_of_seed_epoch_and_batch(masking, tokenizer, blocks):
     examples = [blocks[i] for i in range(8)]
     first = DataCollatorForTacl(tokenizer, masking=masking, seed=3)(examples)

@@ -40,6 +40,7 @@ OPTIONS = {
     "mlm_probability_schedule": ("0.3:0.9,0.15:0.1", ALL),
     "batch_size_warmup_tokens": (100_000, ALL),
     "masking": ("whole_word", ALL),
+    "mask_count": ("per_token", ALL),
     "max_span_length": (5, set()),  # read with --masking span only
     "span_geometric_p": (0.5, set()),
     "pack_documents": (True, set()),

@@ -6,11 +6,16 @@ packing (data/packing.py) and TaCL's sentence pairs (methods/tacl/sentence_pairs
 padding and never crosses one, nor a document start in a packed row (`position_ids` restarting at 0): every document
 a packed row holds is ended or started by a special token, so no word or span runs from one document into the next.
 
-Both units meet the ratio in tokens, exactly in expectation:
-* whole words: each word is chosen with probability `ratio`, so each token is masked with probability `ratio`;
-* spans: each row masks round(ratio x maskable tokens) tokens, the rounding stochastic (floor, plus one with the
-  fraction's probability), by adding spans until it has that many, the last one cut where the count is reached (as
-  SpanBERT's code does). A span starts at a word drawn uniformly among the unmasked ones and runs over
+Every unit meets the ratio in tokens, exactly in expectation. By default (`mask_count="exact"`) each row masks
+floor(ratio x maskable tokens + u) tokens, u uniform in [0, 1) (`exact_counts`): BERT's rule
+(`create_pretraining_data.py`) and fairseq's (`MaskTokensDataset`), which gives every batch of full rows the same
+shapes. `mask_count="per_token"` draws one coin per token (per word), as transformers' stock collator does.
+* tokens: that many of the maskable tokens, uniformly (`choose_exact`);
+* whole words: words in random order, each taken whole if it still fits in the count and skipped if not, as BERT's
+  `create_masked_lm_predictions` does, so a row masks the count exactly unless only words too long to fit are left
+  (`exact_whole_words`); with `per_token`, each word is chosen with probability `ratio`;
+* spans: spans are added until the row has its count, the last one cut where the count is reached (as SpanBERT's
+  code does), with either `mask_count`. A span starts at a word drawn uniformly among the unmasked ones and runs over
   ℓ ~ Geometric(p) words, ℓ <= max_span_length: SpanBERT's Geo(0.2) truncated at 10 and renormalised, whose mean
   is the paper's 3.8 words (clipping, mass above 10 moved onto 10, would give 4.5).
 
@@ -24,6 +29,7 @@ import numpy as np
 import torch
 
 MASKING_UNITS = ("token", "whole_word", "span")
+MASK_COUNTS = ("exact", "per_token")
 
 
 def word_start_mask(word_ids: list[int | None], sequence_ids: list[int | None] | None = None) -> list[int]:
@@ -64,6 +70,49 @@ def whole_words(starts: torch.Tensor, maskable: torch.Tensor, ratio: float, gene
     return chosen.gather(1, unit_index(starts)) & maskable
 
 
+def exact_counts(candidates: torch.Tensor, ratio: float, generator) -> torch.Tensor:
+    """floor(ratio x candidates + u) per row, u uniform in [0, 1): the count's expectation is ratio x candidates
+    exactly, and it never exceeds the candidates (ratio <= 1)."""
+    draws = torch.rand(candidates.shape, generator=generator, dtype=torch.float64)
+    return (candidates.double() * ratio + draws).floor().long()
+
+
+def choose_exact(candidates: torch.Tensor, ratio: float, generator) -> torch.Tensor:
+    """`exact_counts` of each row's `candidates` (bool), chosen uniformly among them."""
+    counts = exact_counts(candidates.sum(1), ratio, generator)
+    # Candidates draw from [0, 1), the others rank after them all.
+    scores = torch.rand(candidates.shape, generator=generator).masked_fill(~candidates, 2.0)
+    ranks = scores.argsort(1).argsort(1)
+    return ranks < counts[:, None]
+
+
+def exact_whole_words(starts: torch.Tensor, maskable: torch.Tensor, ratio: float, generator) -> torch.Tensor:
+    """Whole words meeting `exact_counts` of each row's maskable tokens, BERT's way: words in random order, each taken
+    if it fits in what is left of the count, skipped if not."""
+    counts = exact_counts(maskable.sum(1), ratio, generator)
+    units = unit_index(starts)
+    sizes = torch.zeros(starts.shape, dtype=torch.long).scatter_add(1, units, maskable.long())
+    scores = torch.rand(starts.shape, generator=generator).masked_fill(~starts, 2.0)
+    order = scores.argsort(1)  # each row's words in random order, then the other positions
+    ordered_sizes = sizes.gather(1, order)
+    # Every word before the first that overflows is taken, vectorised; only the rest is walked one word at a time.
+    fits = ordered_sizes.cumsum(1) <= counts[:, None]
+    prefix = fits.long().cumprod(1).bool()
+    chosen = torch.zeros(starts.shape, dtype=torch.bool).scatter(1, order, prefix)
+    taken = (ordered_sizes * prefix).sum(1)
+    word_counts = starts.sum(1)
+    for row in (taken < counts).nonzero().squeeze(1).tolist():
+        count, target = int(taken[row]), int(counts[row])
+        for slot in range(int(prefix[row].sum()) + 1, int(word_counts[row])):
+            size = int(ordered_sizes[row, slot])
+            if count + size <= target:
+                chosen[row, order[row, slot]] = True
+                count += size
+                if count == target:
+                    break
+    return chosen.gather(1, units) & maskable
+
+
 def span_length_distribution(p: float, max_span_length: int) -> torch.Tensor:
     """P(ℓ = 1 .. max_span_length) for ℓ ~ Geometric(p) truncated at max_span_length and renormalised."""
     lengths = torch.arange(max_span_length, dtype=torch.float64)
@@ -83,9 +132,7 @@ def spans(
     """SpanBERT's spans: (masked, span_starts), span_starts marking each span's first token (the unit its
     replacement is chosen for). A span stops at the end of its run of maskable tokens (see `run_starts`)."""
     batch_size, length = starts.shape
-    wanted = maskable.sum(1).double() * ratio
-    fraction_draws = torch.rand(batch_size, generator=generator, dtype=torch.float64)
-    targets = (wanted.floor() + (fraction_draws < wanted - wanted.floor())).long().tolist()
+    targets = exact_counts(maskable.sum(1), ratio, generator).tolist()
     cumulative = span_length_distribution(p, max_span_length).cumsum(0)
     # Enough draws for most rows (each span masks at least one token; some starts are rejected); more if not.
     draws = torch.rand(batch_size, max(targets, default=0) * 2 + 8, 2, generator=generator, dtype=torch.float64)

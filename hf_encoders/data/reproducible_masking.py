@@ -17,7 +17,7 @@ import torch
 from transformers import DataCollatorForLanguageModeling
 from transformers.data.data_collator import pad_without_fast_tokenizer_warning, to_numpy
 
-from . import masking_units
+from . import index_tensors, masking_units
 
 # The key of a batch masked at every rate of a schedule: {rate: the batch masked at that rate}.
 BATCHES_BY_MLM_PROBABILITY = "batches_by_mlm_probability"
@@ -34,13 +34,20 @@ def batch_seed(seed: int, epoch: int, input_ids: torch.Tensor) -> int:
 class ReproducibleMaskingMixin:
     """Put before `DataCollatorForLanguageModeling` in the bases; takes effect when `seed` is set.
 
-    Also the masking unit (data/masking_units.py): `masking="token"` (the default) is the parent's masking;
-    `"whole_word"` and `"span"` read word boundaries from a `word_starts` column (or, as transformers' own
-    `whole_word_mask=True` does, from `offset_mapping`) and choose the replacement ([MASK], random, unchanged) once
-    per word or span. `whole_word_mask=True` means `masking="whole_word"`.
+    Also the masking unit (data/masking_units.py): `masking="token"` (the default), `"whole_word"` and `"span"`
+    (which read word boundaries from a `word_starts` column or, as transformers' own `whole_word_mask=True` does, from
+    `offset_mapping`), the replacement ([MASK], random, unchanged) chosen once per unit; `whole_word_mask=True` means
+    `masking="whole_word"`. And how many tokens a row masks: `mask_count="exact"` (the default) masks
+    floor(mlm_probability x maskable tokens + u) per row, u uniform in [0, 1) and drawn from the seeded generator;
+    `"per_token"` draws a coin per token (per word), as the parent does: with `masking="token"` it is the parent's
+    masking.
     """
 
     masking: str | None = None  # None: "token", or "whole_word" with whole_word_mask=True
+    mask_count: str = "exact"
+    # Whether batches carry the fixed-size index tensors of data/index_tensors.py: the method collators' models read
+    # them; stock models (the MLM baseline's BertForMaskedLM) would not accept them.
+    index_tensors: bool = False
     max_span_length: int = 10  # SpanBERT's cap, in words
     span_geometric_p: float = 0.2  # SpanBERT's p: mean span 3.8 words
 
@@ -74,10 +81,17 @@ class ReproducibleMaskingMixin:
         if self.seed is not None:
             self.generator = torch.Generator().manual_seed(batch_seed(self.seed, self.epoch, inputs))
 
+    def counts_exactly(self) -> bool:
+        """Whether each row masks an exact count: with `mask_count="exact"`, and with spans, which always do."""
+        return self.mask_count == "exact" or self.masking == "span"
+
+    def uses_parent_masking(self) -> bool:
+        return self.masking == "token" and self.mask_count == "per_token"
+
     def torch_call(self, examples):
         examples, word_starts = take_word_starts(examples)
-        if self.masking == "token" or not self.mlm:
-            return super().torch_call(examples)
+        if self.masking == "token" or not self.mlm:  # the parent pads and calls torch_mask_tokens
+            return self.with_index_tensors(super().torch_call(examples))
         batch = pad_without_fast_tokenizer_warning(
             self.tokenizer, examples, return_tensors="pt", pad_to_multiple_of=self.pad_to_multiple_of
         )
@@ -90,24 +104,39 @@ class ReproducibleMaskingMixin:
             word_starts=pad_like(word_starts, batch["input_ids"], self.tokenizer.padding_side),
             position_ids=batch.get("position_ids"),
         )
+        return self.with_index_tensors(batch)
+
+    def with_index_tensors(self, batch, labels: str = "labels", prefix: str = ""):
+        """`batch` with the labelled positions of `batch[labels]` (data/index_tensors.py) under `prefix`-ed names,
+        where this collator makes them."""
+        if not (self.index_tensors and self.mlm):
+            return batch
+        index_tensors.check_positions(batch)
+        slots = index_tensors.labelled_slots(batch[labels].shape[1], self.mlm_probability, self.counts_exactly())
+        tensors = index_tensors.labelled_index(batch[labels], slots)
+        batch.update({prefix + name: tensor for name, tensor in tensors.items()})
         return batch
 
     def torch_mask_tokens(
         self, inputs, special_tokens_mask=None, offset_mapping=None, word_starts=None, position_ids=None
     ):
         self.reseed(inputs)
-        if self.masking == "token":
+        if self.uses_parent_masking():
             return super().torch_mask_tokens(
                 inputs, special_tokens_mask=special_tokens_mask, offset_mapping=offset_mapping
             )
         if special_tokens_mask is None:
             special_tokens_mask = torch.isin(inputs, torch.tensor(self.tokenizer.all_special_ids))
         maskable = ~special_tokens_mask.bool()
+        if self.masking == "token":
+            masked = masking_units.choose_exact(maskable, self.mlm_probability, self.generator)
+            return self.replace_units(inputs, masked, torch.arange(inputs.shape[1]).expand_as(inputs))
         if word_starts is None:
             word_starts = offsets_word_starts(offset_mapping, special_tokens_mask, self.masking)
         starts = masking_units.word_starts_in(word_starts, maskable, position_ids)
         if self.masking == "whole_word":
-            masked = masking_units.whole_words(starts, maskable, self.mlm_probability, self.generator)
+            choose = masking_units.exact_whole_words if self.mask_count == "exact" else masking_units.whole_words
+            masked = choose(starts, maskable, self.mlm_probability, self.generator)
             unit_starts = starts
         else:
             masked, unit_starts = masking_units.spans(
@@ -147,9 +176,20 @@ def check_masking(collator, masking: str | None) -> str:
                 "them (whole_word_mask=True means masking='whole_word')."
             )
         masking = "whole_word"
+    if collator.mask_count not in masking_units.MASK_COUNTS:
+        raise ValueError(
+            f"Unknown mask_count {collator.mask_count!r}; choose one of {', '.join(masking_units.MASK_COUNTS)}."
+        )
     masking = masking or "token"
     if masking not in masking_units.MASKING_UNITS:
         raise ValueError(f"Unknown masking {masking!r}; choose one of {', '.join(masking_units.MASKING_UNITS)}.")
+    if masking == "token" and collator.mask_count == "per_token":
+        return masking
+    if collator.return_tensors != "pt":
+        raise ValueError(
+            f"masking={masking!r} with mask_count={collator.mask_count!r} produces PyTorch tensors only; pass "
+            "return_tensors='pt', or mask_count='per_token' for masking='token'."
+        )
     if masking == "token":
         return masking
     if not collator.tokenizer.is_fast:
@@ -158,8 +198,6 @@ def check_masking(collator, masking: str | None) -> str:
             f"{type(collator.tokenizer).__name__} (a slow tokenizer) has none of; load the tokenizer with "
             "AutoTokenizer.from_pretrained(name) (fast by default, use_fast=True), or use masking='token'."
         )
-    if collator.return_tensors != "pt":
-        raise ValueError(f"masking={masking!r} produces PyTorch tensors only; pass return_tensors='pt'.")
     if masking == "span":
         if collator.max_span_length < 1:
             raise ValueError(f"max_span_length must be at least 1 word, got {collator.max_span_length}.")
@@ -207,10 +245,12 @@ def offsets_word_starts(offset_mapping, special_tokens_mask, masking: str) -> to
 
 @dataclass
 class MethodMaskingCollator(ReproducibleDataCollatorForLanguageModeling):
-    """A pre-training method's masked-LM collator: refuses, when built, what could only fail mid-run."""
+    """A pre-training method's masked-LM collator: refuses, when built, what could only fail mid-run, and writes the
+    fixed-size index tensors its model reads (data/index_tensors.py; `index_tensors=False` leaves them out)."""
 
     method_title: ClassVar[str]  # completes "..., which MAE-LM needs"
     missing_mask_token_fix: ClassVar[str]
+    index_tensors: bool = True
 
     def __post_init__(self):
         if not self.mlm:

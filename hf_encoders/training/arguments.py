@@ -6,7 +6,7 @@ from transformers import HfArgumentParser
 
 from hf_encoders_cli import OneLineErrors
 
-from ..data.masking_units import MASKING_UNITS
+from ..data.masking_units import MASK_COUNTS, MASKING_UNITS
 from ..data.token_cache import recorded_block_size
 from ..methods import METHODS
 
@@ -210,6 +210,16 @@ class PretrainArguments:
             "tokenizer's word ids) or span (SpanBERT: Geometric(--span_geometric_p) words, at most "
             "--max_span_length). The ratio is met in tokens either way.",
             "choices": list(MASKING_UNITS),
+        },
+    )
+    mask_count: str = field(
+        default="exact",
+        metadata={
+            "help": "How many tokens a row masks: exact (floor(ratio x maskable tokens + u), u uniform in [0, 1): "
+            "BERT's and fairseq's rule, which keeps a step's shapes fixed) or per_token (a coin per token, per word "
+            "with --masking whole_word, as transformers' DataCollatorForLanguageModeling draws). Spans meet the "
+            "count either way.",
+            "choices": list(MASK_COUNTS),
         },
     )
     max_span_length: int = field(default=10, metadata={"help": "--masking span: the longest span, in words."})

@@ -12,7 +12,10 @@ On a CUDA GPU a run takes the fast settings, each unless the command line sets i
 
 The training ones are the parser's defaults on such a device (`training_defaults`), above a preset's values
 (training/presets.py), so a flag given always wins, as the parser reads it (`--bf16=false`, `--no_...`, a JSON file's
-keys). Other devices keep transformers' defaults.
+keys). Other devices keep transformers' defaults, but one: on every device `--logging_nan_inf_filter` is off unless
+given, since the filter reads every step's loss from the device (a wait for it at each step); `NonFiniteLossCallback`
+watches the losses on the device instead and stops a run whose loss stopped being finite, and the logged loss shows a
+non-finite step rather than hide it.
 
 MAE-LM's flex_attention has no attention dropout (the paper's is 0.1): a run on the flex path trains without it,
 said in the log; `--attn_implementation sdpa` keeps the configured dropout. Asking for both flex_attention and a
@@ -31,6 +34,8 @@ import torch
 # TrainingArguments defaults on a CUDA device (`optim` is already Trainer's default from torch 2.8 on: stated so that
 # the table above holds on every torch this package supports).
 FAST_TRAINING_DEFAULTS = {"bf16": True, "optim": "adamw_torch_fused", "torch_compile": True}
+# TrainingArguments defaults of `pretrain` on every device: a step that does not log waits for nothing.
+NO_WAIT_DEFAULTS = {"logging_nan_inf_filter": False}
 # The attention implementation each method takes by default on a CUDA device, where it differs from sdpa.
 FAST_ATTENTION = {"mae_lm": "flex_attention"}
 # Tensor-core tiles and vocabulary-parallel shards divide a vocabulary of a multiple of 64 evenly.
@@ -70,12 +75,12 @@ def this_device(use_cpu: bool = False) -> Device:
 
 
 def training_defaults(device: Device, fp8: bool = False) -> dict:
-    """TrainingArguments defaults of a run on `device`: `FAST_TRAINING_DEFAULTS` on CUDA, none elsewhere. bf16 is left
-    off with `--fp8` (accelerate's fp8 mixed precision autocasts to bf16 itself, and `--bf16` would replace it) and on
-    GPUs without bf16."""
+    """TrainingArguments defaults of a run on `device`: `NO_WAIT_DEFAULTS`, and `FAST_TRAINING_DEFAULTS` on CUDA. bf16
+    is left off with `--fp8` (accelerate's fp8 mixed precision autocasts to bf16 itself, and `--bf16` would replace
+    it) and on GPUs without bf16."""
     if not device.is_cuda:
-        return {}
-    defaults = dict(FAST_TRAINING_DEFAULTS)
+        return dict(NO_WAIT_DEFAULTS)
+    defaults = {**NO_WAIT_DEFAULTS, **FAST_TRAINING_DEFAULTS}
     if fp8 or not device.has_bf16:
         del defaults["bf16"]
     return defaults

@@ -67,6 +67,7 @@ COMMON_OPTIONS = (
     "anneal_corpus",
     "anneal_fraction",
     "masking",
+    "mask_count",
     "max_span_length",
     "span_geometric_p",
     "validation_split_percentage",
@@ -156,7 +157,12 @@ class Recipe:
         if args.mlm_probability_schedule:
             schedule = parse_mlm_probability_schedule(args.mlm_probability_schedule)
             ratio = {"mlm_probability": schedule.phases[-1][0], "mlm_probabilities": schedule.values}
-        unit = dict(masking=args.masking, max_span_length=args.max_span_length, span_geometric_p=args.span_geometric_p)
+        unit = dict(
+            masking=args.masking,
+            mask_count=args.mask_count,
+            max_span_length=args.max_span_length,
+            span_geometric_p=args.span_geometric_p,
+        )
         return load(self.method.collator)(tokenizer, pad_to_multiple_of=8, **ratio, **unit)
 
     def check_arguments(self, args) -> None:
@@ -367,7 +373,8 @@ class Recipe:
         unit = {"token": "tokens", "whole_word": "whole words"}.get(
             args.masking, f"spans of Geometric({args.span_geometric_p}) words, at most {args.max_span_length}"
         )
-        ratio_line = f"- masking ratio: {ratio:.0%}"
+        count = "exact per row" if args.mask_count == "exact" else "a coin per token"
+        ratio_line = f"- masking ratio: {ratio:.0%} ({count})"
         if args.mlm_probability_schedule:
             ratio_line = f"- masking ratio (rate:fraction of steps): {args.mlm_probability_schedule}"
         lines = [ratio_line, f"- masking unit: {unit}"]

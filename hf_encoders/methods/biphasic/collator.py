@@ -14,6 +14,7 @@ import torch
 from transformers import DataCollatorForLanguageModeling
 from transformers.data.data_collator import pad_without_fast_tokenizer_warning
 
+from ...data import index_tensors
 from ...data.reproducible_masking import ReproducibleMaskingMixin, pad_like, take_word_starts
 from ...models._shared.packed_sequences import ends_document
 from ...models.biphasic.configuration_biphasic import OBJECTIVES
@@ -48,9 +49,12 @@ class DataCollatorForBiphasic(ReproducibleMaskingMixin, DataCollatorForLanguageM
     BERT-style split. A `special_tokens_mask` column (as packing writes) is honoured, else the tokenizer's special
     ids are never masked. `masking="whole_word"` or `"span"` masks whole words or SpanBERT spans (every one
     [MASK]ed, as the paper's code does), still `mlm_probability` of the tokens. Only PyTorch tensors are produced.
+    Each view also gets its labelled positions as fixed-size index tensors (data/index_tensors.py: `labelled_*`, and
+    `mlm_labelled_*` beside `mlm_labels`), which the model reads instead of counting on the device.
     """
 
     objective: str | None = None
+    index_tensors: bool = True
     mlm_probability: float = 0.4  # the paper's default (it sweeps 20-50%)
     mask_replace_prob: float = 1.0
     random_replace_prob: float = 0.0
@@ -100,6 +104,11 @@ class DataCollatorForBiphasic(ReproducibleMaskingMixin, DataCollatorForLanguageM
                 word_starts=pad_like(word_starts, input_ids, self.tokenizer.padding_side),
                 position_ids=batch.get("position_ids"),
             )
-            names = ("input_ids", "labels") if self.objective == "mlm" else ("mlm_input_ids", "mlm_labels")
-            batch.update(zip(names, (masked_ids, mlm_labels)))
+            prefix = "" if self.objective == "mlm" else "mlm_"
+            batch.update({prefix + "input_ids": masked_ids, prefix + "labels": mlm_labels})
+            self.with_index_tensors(batch, labels=prefix + "labels", prefix=prefix)
+        if self.objective != "mlm" and self.index_tensors:
+            # Next-token labels cover every real token but the last of each document: every position is a slot.
+            length = input_ids.shape[1]
+            batch.update(index_tensors.labelled_index(batch["labels"], length))
         return batch

@@ -147,19 +147,25 @@ class BiphasicEncoder(BiphasicPreTrainedModel, LlamaModel):
         inputs_embeds: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,  # accepted for BERT-style tokenizers; there are no segments
         is_causal: bool = False,
+        fixed_shapes: bool = False,
         **kwargs,
     ) -> BaseModelOutputWithPast:
+        """`fixed_shapes`: the batch carries a collator's index tensors (hf_encoders/data/index_tensors.py), which
+        checked it on the host: nothing is read back from the device (packed_sequences.may_read_device)."""
         batch_size, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
         check_sequence_length(length, self.config.max_position_embeddings)
         if position_ids is not None:
-            check_packed_positions(position_ids, attention_mask)
-        packed = position_ids is not None and restarts_inside(position_ids)
+            check_packed_positions(position_ids, attention_mask, fixed_shapes)
+        packed = position_ids is not None and restarts_inside(position_ids, fixed_shapes)
         # Padding costs the linear layers nothing: they see the real tokens only (see Unpadded).
-        unpadded = Unpadded(attention_mask) if worth_unpadding(attention_mask) else None
-        if packed or unpadded is not None:
+        unpadded = Unpadded(attention_mask) if worth_unpadding(attention_mask, fixed_shapes) else None
+        # With fixed shapes the mask is built here too: transformers' own would read whether it can be skipped.
+        if packed or unpadded is not None or (fixed_shapes and attention_mask is not None):
             if inputs_embeds is None:
                 input_ids, inputs_embeds = None, self.embed_tokens(input_ids)
-            attention_mask = self.attention_mask_of(inputs_embeds, attention_mask, position_ids, packed, is_causal)
+            attention_mask = self.attention_mask_of(
+                inputs_embeds, attention_mask, position_ids, packed, is_causal, may_skip=not fixed_shapes
+            )
         if unpadded is not None:
             if position_ids is None:
                 position_ids = torch.arange(length, device=inputs_embeds.device)[None]
@@ -181,11 +187,14 @@ class BiphasicEncoder(BiphasicPreTrainedModel, LlamaModel):
                 outputs.hidden_states = tuple(unpadded.pad(states[0]) for states in outputs.hidden_states)
         return outputs
 
-    def attention_mask_of(self, inputs_embeds, attention_mask, position_ids, packed: bool, is_causal: bool):
+    def attention_mask_of(
+        self, inputs_embeds, attention_mask, position_ids, packed: bool, is_causal: bool, may_skip: bool = True
+    ):
         """The (batch, length) layout's mask, built before unpadding changes the layout, and for packed rows
         (position_ids restarting at 0, see packed_sequences.py) one where each document attends to itself only: built
         here because LlamaModel detects packing for causal masks without padding only. Flash attention gets a 2D mask
-        or none, and finds packed documents in `position_ids` itself."""
+        or none, and finds packed documents in `position_ids` itself. `may_skip`: transformers may leave out a mask
+        that masks nothing, which it reads from the device to find out."""
         documents = document_index(position_ids).expand(len(inputs_embeds), -1) if packed else None
         arguments = dict(
             config=self.config,
@@ -196,8 +205,8 @@ class BiphasicEncoder(BiphasicPreTrainedModel, LlamaModel):
         if is_causal:
             # position_ids=None keeps transformers' own packing detection out: over three or more documents without
             # padding it lets a document see part of the previous one (transformers 5.23-5.24; tested here).
-            return create_causal_mask(**arguments, cache=None, position_ids=None)
-        return create_bidirectional_mask(**arguments)
+            return create_causal_mask(**arguments, cache=None, position_ids=None, allow_is_causal_skip=may_skip)
+        return create_bidirectional_mask(**arguments, allow_is_bidirectional_skip=may_skip)
 
 
 def copies_its_input(labels: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
@@ -245,13 +254,24 @@ class BiphasicLanguageModel(StandardLogitsOutsideTraining, BiphasicPreTrainedMod
         return torch.stack([(labels != -100).sum(), copies.to(labels.dtype)])
 
     def vocabulary_loss(
-        self, hidden_states, labels, label_summary: list[int] | None, num_items_in_batch=None
+        self, hidden_states, labels, label_summary: list[int] | None, num_items_in_batch=None, index_tensors=None
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """(loss, logits). In training with labels, the vocabulary projection runs only where a label is set, mostly
         fused with the loss and without logits (see `labelled_rows_loss`); otherwise it covers every position, and
-        without labels the loss is None."""
+        without labels the loss is None. `index_tensors`: the collator's (labelled_positions, labelled_mask), with
+        which nothing is read from the device (and `label_summary` is None: the collator built the labels)."""
         if labels is None:
             return None, self.lm_head(hidden_states)
+        if index_tensors is not None:
+            return labelled_rows_loss(
+                self.lm_head,
+                hidden_states,
+                labels,
+                num_items_in_batch,
+                all_positions=self.logits_at_all_positions(),
+                labelled_positions=index_tensors[0],
+                labelled_mask=index_tensors[1],
+            )
         labelled_count, copies_input = label_summary
         # A few MLM targets may all be left unmasked by chance (BERT's 10% split); a wrong collator fills batches.
         if copies_input and labelled_count >= 8:
@@ -307,27 +327,44 @@ class BiphasicEncoderForPreTraining(BiphasicLanguageModel):
         mlm_labels: torch.LongTensor | None = None,
         objective: str | None = None,
         token_type_ids: torch.Tensor | None = None,  # accepted for BERT-style tokenizers, unused
+        labelled_positions: torch.Tensor | None = None,
+        labelled_mask: torch.Tensor | None = None,
+        mlm_labelled_positions: torch.Tensor | None = None,
+        mlm_labelled_mask: torch.Tensor | None = None,
         **kwargs,
     ) -> CausalLMOutput | MaskedLMOutput:
+        r"""
+        labelled_positions, labelled_mask (and the MLM view's `mlm_`-named ones): the fixed-size index tensors
+            `DataCollatorForBiphasic` writes (hf_encoders/data/index_tensors.py), with which the forward reads
+            nothing back from the device; without them it reads the labelled count, once per step. The same loss
+            either way.
+        """
         objective = objective or self.objective
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}.")
         if objective == "mlm" and mlm_input_ids is not None:
             input_ids, labels = mlm_input_ids, mlm_labels
+            labelled_positions, labelled_mask = mlm_labelled_positions, mlm_labelled_mask
         is_causal = objective == "clm"
         self.check_targets(labels, input_ids, inputs_embeds, is_causal)
         if is_causal and labels is not None and position_ids is not None:
             labels = labels.masked_fill(ends_document(position_ids), -100)  # packed rows: never across documents
-        label_summary = None if labels is None else self.label_summary(labels, input_ids).tolist()
+        index_tensors = None if labelled_positions is None else (labelled_positions, labelled_mask)
+        label_summary = None
+        if labels is not None and index_tensors is None:
+            label_summary = self.label_summary(labels, input_ids).tolist()
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
             inputs_embeds=inputs_embeds,
             is_causal=is_causal,
+            fixed_shapes=index_tensors is not None,
             **kwargs,
         )
-        loss, logits = self.vocabulary_loss(outputs.last_hidden_state, labels, label_summary)
+        loss, logits = self.vocabulary_loss(
+            outputs.last_hidden_state, labels, label_summary, index_tensors=index_tensors
+        )
         output_class = CausalLMOutput if is_causal else MaskedLMOutput
         return output_class(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
@@ -346,19 +383,33 @@ class BiphasicEncoderForMaskedLM(BiphasicLanguageModel):
         labels: torch.LongTensor | None = None,
         token_type_ids: torch.Tensor | None = None,  # accepted for BERT-style tokenizers, unused
         num_items_in_batch: torch.Tensor | int | None = None,
+        labelled_positions: torch.Tensor | None = None,
+        labelled_mask: torch.Tensor | None = None,
         **kwargs,
     ) -> MaskedLMOutput:
+        r"""
+        labelled_positions, labelled_mask: `DataCollatorForBiphasic(objective="mlm")`'s fixed-size index tensors
+            (see `BiphasicEncoderForPreTraining.forward`).
+        """
         self.check_targets(labels, input_ids, inputs_embeds, is_causal=False)
-        label_summary = None if labels is None else self.label_summary(labels, input_ids).tolist()
+        index_tensors = None if labelled_positions is None else (labelled_positions, labelled_mask)
+        label_summary = None
+        if labels is not None and index_tensors is None:
+            label_summary = self.label_summary(labels, input_ids).tolist()
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
             inputs_embeds=inputs_embeds,
+            fixed_shapes=index_tensors is not None,
             **kwargs,
         )
         loss, logits = self.vocabulary_loss(
-            outputs.last_hidden_state, labels, label_summary, num_items_in_batch=num_items_in_batch
+            outputs.last_hidden_state,
+            labels,
+            label_summary,
+            num_items_in_batch=num_items_in_batch,
+            index_tensors=index_tensors,
         )
         return MaskedLMOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions

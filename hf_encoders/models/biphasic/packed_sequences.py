@@ -16,20 +16,30 @@ def document_index(position_ids: torch.Tensor) -> torch.Tensor:
     return (position_ids == 0).cumsum(-1)
 
 
-def restarts_inside(position_ids: torch.Tensor) -> bool:
-    """Whether some row holds more than one document. Under torch.compile, assume so rather than sync the host:
-    the packed mask is also right for a row with a single document."""
-    return torch.compiler.is_compiling() or bool((position_ids[..., 1:] == 0).any())
+def may_read_device(fixed_shapes: bool = False) -> bool:
+    """Whether a forward may wait for the device to read a value: not under torch.compile (a graph break), nor with
+    `fixed_shapes`, a batch carrying a collator's fixed-size index tensors (hf_encoders/data/index_tensors.py), which
+    the collator checked on the host."""
+    return not (fixed_shapes or torch.compiler.is_compiling())
 
 
-def check_packed_positions(position_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> None:
+def restarts_inside(position_ids: torch.Tensor, fixed_shapes: bool = False) -> bool:
+    """Whether some row holds more than one document. Where the device may not be read (`may_read_device`), assume
+    so: the packed mask is also right for a row with a single document."""
+    return not may_read_device(fixed_shapes) or bool((position_ids[..., 1:] == 0).any())
+
+
+def check_packed_positions(
+    position_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, fixed_shapes: bool = False
+) -> None:
     """Refuse `position_ids` that fall without restarting at 0, or that restart at 0 inside a row (a packed row) whose
     first position is not 0: such rows would silently mix documents. Padding is ignored, so left-padded rows pass;
     gaps are allowed, since MAE-LM runs its encoder on the kept tokens at their original positions.
 
-    Skipped under torch.compile, where reading the answer would break the graph; eager runs check every batch.
+    Skipped where the device may not be read (`may_read_device`): under torch.compile, where reading the answer would
+    break the graph, and for a batch whose collator checked it on the host; eager runs check every other batch.
     """
-    if torch.compiler.is_compiling():
+    if not may_read_device(fixed_shapes):
         return
     real = torch.ones_like(position_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
     positions, real = torch.broadcast_tensors(position_ids, real)  # (1, length) positions serve every row
@@ -88,6 +98,7 @@ class Unpadded:
         return self.unpad(output)[None], weights
 
 
-def worth_unpadding(attention_mask: torch.Tensor | None) -> bool:
-    """Whether a batch has padding to drop. Never under torch.compile: the real-token count is data-dependent."""
-    return attention_mask is not None and not torch.compiler.is_compiling() and not bool(attention_mask.all())
+def worth_unpadding(attention_mask: torch.Tensor | None, fixed_shapes: bool = False) -> bool:
+    """Whether a batch has padding to drop. Never where the device may not be read (`may_read_device`): the
+    real-token count is data-dependent."""
+    return attention_mask is not None and may_read_device(fixed_shapes) and not bool(attention_mask.all())

@@ -34,8 +34,10 @@ from .loss_utils import (
     StandardLogitsOutsideTraining,
     check_labels_shape,
     check_sequence_length,
+    first_positions,
     labelled_rows_loss,
 )
+from .loss_utils import restore_index as compute_restore_index
 from .packed_sequences import Unpadded, check_packed_positions, document_index, worth_unpadding
 from .relative_attention import (
     RelativeBias,
@@ -456,7 +458,10 @@ class MaeLmDecoder(nn.Module):
         position_ids: torch.Tensor,
         attention_mask: torch.Tensor,
         document_ids: torch.Tensor | None = None,
+        fixed_shapes: bool = False,
     ) -> torch.Tensor:
+        """`fixed_shapes`: read nothing from the device, not even whether the mask masks anything (transformers
+        would, to leave it out)."""
         hidden_states = self.layer_norm(self.input_projection(inputs) + self.position_embeddings(position_ids))
         # A row that is all padding would make SDPA's boolean mask empty (NaN); it is never scored, so let it
         # attend to everything rather than to nothing.
@@ -472,6 +477,7 @@ class MaeLmDecoder(nn.Module):
                 inputs_embeds=hidden_states,
                 attention_mask=attention_mask,
                 and_mask_function=None if document_ids is None else packed_sequence_mask_function(document_ids),
+                allow_is_bidirectional_skip=not fixed_shapes,
             )
         for layer in self.layers:
             hidden_states, _ = layer(hidden_states, mask, attention_function=attention_function)
@@ -566,27 +572,28 @@ class MaeLmForMaskedLM(StandardLogitsOutsideTraining, MaeLmPreTrainedModel):
             masked = masked & ~masks_in_encoder.bool()
         return attention_mask.bool() & ~masked
 
-    def encode_compacted(
-        self, input_ids, keep, compact_length: int, position_ids, document_ids=None, **kwargs
+    def encode_kept(
+        self, input_ids, keep, kept_positions, kept_mask, restore, position_ids, document_ids=None, **kwargs
     ) -> torch.Tensor:
-        """Run the encoder on the kept tokens only, packed to the left and padded to `compact_length` (the longest
-        kept row), each with its original position id (and document, in packed rows: dropping a document's first
-        token would hide where it starts); return states scattered back to (batch, length, hidden)."""
-        kept_per_row = keep.sum(-1)
-        # A stable sort on "not kept" lists every row's kept positions first, in their original order.
-        order = torch.sort((~keep).to(torch.int8), dim=-1, stable=True).indices[:, :compact_length]
-        compact_mask = torch.arange(compact_length, device=keep.device) < kept_per_row[:, None]
+        """Run the encoder on the kept tokens only (`keep`, (batch, length)): each row's `kept_positions` (rows,
+        slots), the filler slots past a row's kept tokens masked out by `kept_mask`, each token with its original
+        position id (and document, in packed rows: dropping a document's first token would hide where it starts);
+        return the states put back in place by `restore` (`restore_index`), (batch, length, hidden), zeros where the
+        encoder read nothing."""
         states = self.mae_lm(
-            input_ids=input_ids.gather(1, order),
-            attention_mask=compact_mask.long(),
-            position_ids=position_ids.gather(1, order),
+            input_ids=input_ids.gather(1, kept_positions),
+            attention_mask=kept_mask.long(),
+            position_ids=position_ids.gather(1, kept_positions),
             # Compacted positions have gaps: say which document each one is in rather than let them be read.
-            document_ids=order.new_zeros(order.shape) if document_ids is None else document_ids.gather(1, order),
+            document_ids=(
+                kept_positions.new_zeros(kept_positions.shape)
+                if document_ids is None
+                else document_ids.gather(1, kept_positions)
+            ),
             **kwargs,
         ).last_hidden_state
-        states = states * compact_mask[..., None].to(states.dtype)
-        scattered = states.new_zeros(*input_ids.shape, states.shape[-1])
-        return scattered.scatter(1, order[..., None].expand_as(states), states)
+        restored = states.gather(1, restore[..., None].expand(-1, -1, states.shape[-1]))
+        return restored * keep[..., None].to(states.dtype)
 
     def forward(
         self,
@@ -597,8 +604,19 @@ class MaeLmForMaskedLM(StandardLogitsOutsideTraining, MaeLmPreTrainedModel):
         labels: torch.Tensor | None = None,
         num_items_in_batch: torch.Tensor | int | None = None,
         masks_in_encoder: torch.Tensor | None = None,
+        kept_positions: torch.Tensor | None = None,
+        kept_mask: torch.Tensor | None = None,
+        restore_index: torch.Tensor | None = None,
+        labelled_positions: torch.Tensor | None = None,
+        labelled_mask: torch.Tensor | None = None,
         **kwargs,
     ) -> MaeLmMaskedLMOutput:
+        r"""
+        kept_positions, kept_mask, restore_index, labelled_positions, labelled_mask: the fixed-size index tensors
+            `DataCollatorForMaeLm` writes (hf_encoders/data/index_tensors.py), with which the forward reads nothing
+            back from the device; without them (a stock collator's batch) it counts the kept and labelled tokens on
+            the device and reads the counts, once per step. The same loss either way.
+        """
         batch_size, length = input_ids.shape
         check_sequence_length(
             length,
@@ -607,6 +625,7 @@ class MaeLmForMaskedLM(StandardLogitsOutsideTraining, MaeLmPreTrainedModel):
         )
         if labels is not None:
             check_labels_shape(labels, input_ids.shape, "DataCollatorForMaeLm")
+        indexed = kept_positions is not None
         self.warn_if_padding_differs(input_ids, attention_mask)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
@@ -614,28 +633,33 @@ class MaeLmForMaskedLM(StandardLogitsOutsideTraining, MaeLmPreTrainedModel):
         if position_ids is None:
             position_ids = torch.arange(length, device=input_ids.device)
         else:  # possibly packed: several documents per row (packed_sequences.py)
-            check_packed_positions(position_ids, attention_mask)
+            check_packed_positions(position_ids, attention_mask, fixed_shapes=indexed)
             documents = document_index(position_ids).expand(batch_size, -1)
         # Compaction gathers each row's kept positions, so every row needs its own (a (1, L) row is broadcast).
         position_ids = position_ids.expand(batch_size, -1)
 
         keep = self.encoder_input_mask(input_ids, attention_mask, masks_in_encoder)
-        # The host reads the sizes the step's shapes follow in one go, the longest kept row and the labelled count,
-        # with the count of targets left unmasked: one wait for the device, and one graph break under torch.compile.
-        sizes = [keep.sum(-1).max()]
-        if labels is not None:
-            labelled = labels != -100
-            sizes += [labelled.sum(), (labelled & (input_ids != self.config.mask_token_id)).sum()]
-        compact_length, *label_counts = torch.stack(sizes).tolist()
-        if label_counts and label_counts[1] and not self.warned_unmasked_targets:
-            logger.warning(unmasked_targets_warning(label_counts[1], label_counts[0]))
-            self.warned_unmasked_targets = True
-        encoder_states = self.encode_compacted(
-            input_ids, keep, max(compact_length, 1), position_ids, documents, **kwargs
+        label_counts = [None]
+        if not indexed:
+            # The host reads the sizes the step's shapes follow in one go, the longest kept row and the labelled
+            # count, with the count of targets left unmasked: one wait for the device, and one graph break under
+            # torch.compile.
+            sizes = [keep.sum(-1).max()]
+            if labels is not None:
+                labelled = labels != -100
+                sizes += [labelled.sum(), (labelled & (input_ids != self.config.mask_token_id)).sum()]
+            compact_length, *label_counts = torch.stack(sizes).tolist()
+            if label_counts and label_counts[1] and not self.warned_unmasked_targets:
+                logger.warning(unmasked_targets_warning(label_counts[1], label_counts[0]))
+                self.warned_unmasked_targets = True
+            kept_positions, kept_mask = first_positions(keep, max(compact_length, 1))
+            restore_index = compute_restore_index(keep, kept_positions)
+        encoder_states = self.encode_kept(
+            input_ids, keep, kept_positions, kept_mask.bool(), restore_index, position_ids, documents, **kwargs
         )
         mask_embedding = self.get_input_embeddings().weight[self.config.mask_token_id]
         decoder_inputs = torch.where(keep[..., None], encoder_states, mask_embedding.to(encoder_states.dtype))
-        decoder_states = self.decoder(decoder_inputs, position_ids, attention_mask, documents)
+        decoder_states = self.decoder(decoder_inputs, position_ids, attention_mask, documents, fixed_shapes=indexed)
 
         if labels is None:
             return MaeLmMaskedLMOutput(logits=self.lm_head(decoder_states), encoder_last_hidden_state=encoder_states)
@@ -648,6 +672,8 @@ class MaeLmForMaskedLM(StandardLogitsOutsideTraining, MaeLmPreTrainedModel):
             transform=self.lm_head.transform,
             labelled_count=label_counts[0],
             all_positions=self.logits_at_all_positions(),
+            labelled_positions=labelled_positions,
+            labelled_mask=labelled_mask,
         )
         return MaeLmMaskedLMOutput(loss=loss, logits=logits, encoder_last_hidden_state=encoder_states)
 

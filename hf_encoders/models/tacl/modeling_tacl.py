@@ -92,15 +92,29 @@ def chunked_contrastive_loss(
     key_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The SUM over anchors of `token_contrastive_loss`'s terms, with memory linear in the length: each row's anchors
-    are listed first (padded to the row with most), and chunks of them, across all rows, are scored against their
-    own row's teacher states under activation checkpointing, so no (anchors, length) score matrix is kept for backward
-    and the one being computed holds at most about `CONTRAST_CHUNK_SCORES` scores. One wait for the device (the most
-    anchors in a row)."""
-    rows, length = anchors.shape
+    are listed first (padded to the row with most) and scored by `slotted_contrastive_loss`. One wait for the device
+    (the most anchors in a row)."""
     most_in_a_row = int(anchors.sum(-1).max())
     # A stable sort on "not an anchor" lists each row's anchors first, in order.
     slots = torch.argsort(~anchors, dim=-1, stable=True)[:, :most_in_a_row]
     targets = slots.masked_fill(~anchors.gather(1, slots), -100)  # slots past a row's anchors score nothing
+    return slotted_contrastive_loss(student_states, teacher_states, slots, targets, temperature, key_mask)
+
+
+def slotted_contrastive_loss(
+    student_states: torch.Tensor,
+    teacher_states: torch.Tensor,
+    slots: torch.Tensor,
+    targets: torch.Tensor,
+    temperature: float,
+    key_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The SUM over anchors of `token_contrastive_loss`'s terms, the anchors given per row: `slots` (rows, slots) their
+    positions, `targets` the same with -100 at the slots past a row's anchors, which score nothing. Above
+    `CONTRAST_CHUNK_SCORES` scores, chunks of slots across all rows are scored against their own row's teacher states
+    under activation checkpointing, so no (anchors, length) score matrix is kept for backward and the one being
+    computed holds at most about that many scores. Every size follows the shapes: nothing is read from the device."""
+    rows, length = student_states.shape[:2]
 
     def chunk_loss(student, teacher, chunk_slots, chunk_targets):
         anchor_states = student.gather(1, chunk_slots[..., None].expand(-1, -1, student.shape[-1]))
@@ -115,6 +129,8 @@ def chunked_contrastive_loss(
         student = nn.functional.normalize(student_states.float(), dim=-1)
         teacher = nn.functional.normalize(teacher_states.float(), dim=-1)
         chunk = max(1, CONTRAST_CHUNK_SCORES // (rows * length))
+        if slots.shape[1] <= chunk:
+            return chunk_loss(student, teacher, slots, targets)
         return sum(
             torch.utils.checkpoint.checkpoint(
                 chunk_loss,
@@ -124,7 +140,7 @@ def chunked_contrastive_loss(
                 targets[:, start : start + chunk],
                 use_reentrant=False,
             )
-            for start in range(0, most_in_a_row, chunk)
+            for start in range(0, slots.shape[1], chunk)
         )
 
 
@@ -335,12 +351,17 @@ class TaclForPreTraining(CheckpointMixin, StandardLogitsOutsideTraining, PreTrai
         token_type_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         next_sentence_label: torch.Tensor | None = None,
+        labelled_positions: torch.Tensor | None = None,
+        labelled_mask: torch.Tensor | None = None,
     ) -> TaclForPreTrainingOutput:
         r"""
         labels: the MLM targets; positions with labels != -100 are the anchors (whatever the collator did to
             their input: [MASK], random or unchanged). The teacher reads the clean text, rebuilt as labels at the
             anchors and input_ids elsewhere, so the output of any MLM collator works.
         next_sentence_label: 0 when segment B follows A, 1 when B is random (needed when `config.use_nsp`).
+        labelled_positions, labelled_mask: the anchors as fixed-size index tensors (hf_encoders/data/index_tensors.py,
+            which `DataCollatorForTacl` writes): the forward then reads nothing back from the device. Without them it
+            counts the anchors on the device and reads the count, once per step. The same loss either way.
         """
         limit = self.max_sequence_length()
         if limit is not None and input_ids.shape[1] > limit:
@@ -372,18 +393,24 @@ class TaclForPreTraining(CheckpointMixin, StandardLogitsOutsideTraining, PreTrai
             )
 
         anchors = labels != -100
-        # The one wait for the device per step (and the one graph break under torch.compile): the anchor count,
-        # which the contrastive and MLM losses' shapes follow.
-        anchor_count = int(anchors.sum().tolist())
+        # Without index tensors, the one wait for the device per step (and the one graph break under torch.compile):
+        # the anchor count, which the contrastive and MLM losses' shapes follow.
+        anchor_count = int(anchors.sum().tolist()) if labelled_positions is None else None
         with torch.no_grad():
             clean_ids = torch.where(anchors, labels, input_ids)
             teacher_states = self.teacher(input_ids=clean_ids, **encoder_inputs).last_hidden_state
         key_mask = None
         if self.config.exclude_padding_from_contrast and attention_mask is not None:
             key_mask = attention_mask.bool()
-        tacl_loss = token_contrastive_loss(
-            states, teacher_states, anchors, self.config.temperature, key_mask, anchor_count=anchor_count
-        )
+        if labelled_positions is None:
+            tacl_loss = token_contrastive_loss(
+                states, teacher_states, anchors, self.config.temperature, key_mask, anchor_count=anchor_count
+            )
+        else:
+            targets = labelled_positions.masked_fill(~labelled_mask.bool(), -100)
+            tacl_loss = slotted_contrastive_loss(
+                states, teacher_states, labelled_positions, targets, self.config.temperature, key_mask
+            ) / labelled_mask.sum().clamp(min=1)
 
         transform, projection = self.mlm_head()
         mlm_loss, logits = labelled_rows_loss(
@@ -393,6 +420,8 @@ class TaclForPreTraining(CheckpointMixin, StandardLogitsOutsideTraining, PreTrai
             transform=transform,
             labelled_count=anchor_count,
             all_positions=self.logits_at_all_positions(),
+            labelled_positions=labelled_positions,
+            labelled_mask=labelled_mask,
         )
         loss = self.config.tacl_loss_weight * tacl_loss + self.config.mlm_loss_weight * mlm_loss
         nsp_loss = None
