@@ -1,6 +1,8 @@
 """Fixtures shared by several test modules, and the `slow` marker's switch: `pytest` skips the tests marked
 `@pytest.mark.slow`, `pytest --runslow` runs them too (README's test command and .ci/run do)."""
 
+import os
+
 import pytest
 import torch
 
@@ -9,6 +11,14 @@ from tests.tiny_models import corpus_tokenizer, save_tiny_bert
 
 def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", help="also run the tests marked slow (the full suite)")
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (`-n 2`, README's test command) each worker is one process per core: one intra-op thread
+    each, for the worker and the processes its tests start, instead of every process spinning on every core."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ["OMP_NUM_THREADS"] = "1"
+        torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(config, items):
