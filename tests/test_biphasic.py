@@ -151,7 +151,7 @@ def test_clm_projects_only_positions_with_a_next_token():
     torch.testing.assert_close(out.loss, torch.nn.functional.cross_entropy(full[labelled], labels[labelled]))
 
 
-def test_mlm_vocabulary_projection_runs_only_at_labelled_positions():
+def test_mlm_vocabulary_projection_runs_only_at_target_positions():
     torch.manual_seed(0)
     model = BiphasicEncoderForPreTraining(tiny_biphasic_config()).eval()
     batch = sample_batch()

@@ -8,8 +8,10 @@ import pytest
 import torch
 from datasets import Dataset
 from transformers import DataCollatorForLanguageModeling
+from transformers.utils import find_labels
 
 from hf_encoders import (
+    BiphasicEncoderForMaskedLM,
     BiphasicEncoderForPreTraining,
     DataCollatorForBiphasic,
     DataCollatorForMaeLm,
@@ -96,7 +98,7 @@ def test_index_tensors_have_sizes_of_batch_length_and_rate_only_and_name_the_mas
         shapes.add(tuple((key, tuple(value.shape)) for key, value in batch.items() if key in INDEX_NAMES))
         prefix = "mlm_" if name == "biphasic" else ""
         labels = batch[prefix + "labels"]
-        chosen_in_order(batch[prefix + "labelled_positions"], batch[prefix + "labelled_mask"], labels != -100)
+        chosen_in_order(batch[prefix + "target_positions"], batch[prefix + "target_mask"], labels != -100)
         if name.startswith("mae_lm"):
             removed = batch["input_ids"] == tokenizer.mask_token_id
             if "masks_in_encoder" in batch:
@@ -107,11 +109,11 @@ def test_index_tensors_have_sizes_of_batch_length_and_rate_only_and_name_the_mas
             restored = batch["kept_positions"].gather(1, batch["restore_index"])
             assert torch.equal(restored[keep], torch.arange(LENGTH).expand(len(keep), -1)[keep])
         if name == "biphasic":  # next-token labels: every position is a slot
-            chosen_in_order(batch["labelled_positions"], batch["labelled_mask"], batch["labels"] != -100)
+            chosen_in_order(batch["target_positions"], batch["target_mask"], batch["labels"] != -100)
     assert len(shapes) == 1, shapes
     sizes = dict(shapes.pop())
     prefix = "mlm_" if name == "biphasic" else ""
-    assert sizes[prefix + "labelled_positions"] == (8, math.ceil(collator.mlm_probability * LENGTH))
+    assert sizes[prefix + "target_positions"] == (8, math.ceil(collator.mlm_probability * LENGTH))
     if name.startswith("mae_lm"):
         delta = collator.mask_in_encoder_fraction
         assert sizes["kept_positions"] == (8, kept_slots(LENGTH, 0.15, delta))
@@ -123,15 +125,15 @@ def test_coins_per_token_get_every_position_as_slots(tokenizer, blocks):
     """No count bounds a coin per token's masks: fixed sizes still, the whole row."""
     collator = DataCollatorForMaeLm(tokenizer, seed=0, mask_count="per_token")
     for batch in batches(collator, blocks, count=3):
-        assert batch["labelled_positions"].shape == batch["kept_positions"].shape == (8, LENGTH)
+        assert batch["target_positions"].shape == batch["kept_positions"].shape == (8, LENGTH)
 
 
 def test_a_row_holding_more_than_planned_gets_more_slots():
     labels = torch.full((2, 32), -100)
     labels[1, :20] = 7
     index = labelled_index(labels, 5)
-    assert index["labelled_positions"].shape == (2, 24)  # 20, rounded up to 8
-    assert index["labelled_mask"].sum().tolist() == 20
+    assert index["target_positions"].shape == (2, 24)  # 20, rounded up to 8
+    assert index["target_mask"].sum().tolist() == 20
 
 
 def strip(batch: dict) -> dict:
@@ -193,3 +195,13 @@ def test_a_training_forward_with_index_tensors_reads_nothing_from_the_device(nam
     with DeviceReads() as counted:
         model(**strip(batch)).loss.backward()
     assert counted.reads, "the counter sees the path that reads the counts"
+
+
+@pytest.mark.parametrize(
+    "model_class", [MaeLmForMaskedLM, TaclForPreTraining, BiphasicEncoderForPreTraining, BiphasicEncoderForMaskedLM]
+)
+def test_trainer_takes_no_index_tensor_for_a_label(model_class):
+    """Trainer calls every forward argument with "label" in its name a label and computes no metric for a batch that
+    lacks one: index tensors named so would leave the stock scripts' batches (a stock collator writes none) without
+    their accuracy."""
+    assert [name for name in find_labels(model_class) if "position" in name or "mask" in name] == []

@@ -155,13 +155,13 @@ def unfused_labelled_rows_loss(
     transform=None,
     labelled_count=None,
     all_positions,
-    labelled_positions=None,
-    labelled_mask=None,
+    target_positions=None,
+    target_mask=None,
 ):
     """The loss before the fused one: boolean-mask gather (which reads the count itself), the whole head, fp32
     cross-entropy."""
     assert not all_positions, "a training step asks for the labelled rows only"
-    assert labelled_positions is None, "counting_batch makes no index tensors"
+    assert target_positions is None, "counting_batch makes no index tensors"
     labelled = labels != -100
     rows = hidden_states[labelled]
     logits = projection(rows if transform is None else transform(rows))

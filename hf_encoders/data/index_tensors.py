@@ -4,8 +4,8 @@ A collator knows on the host where it put every mask. It passes that on as index
 shape and the masking rate only, with a validity mask where a row holds fewer: a forward then gathers with them, no
 `.item()`, `nonzero`, boolean indexing or sync, and under torch.compile the step is one graph for every batch.
 
-* `labelled_positions` / `labelled_mask`, (batch, slots): each row's labelled positions in order, then filler slots
-  (`labelled_mask` 0) at positions whose label the loss ignores. With exact mask counts
+* `target_positions` / `target_mask`, (batch, slots): each row's labelled positions in order, then filler slots
+  (`target_mask` 0) at positions whose label the loss ignores. With exact mask counts
   (data/masking_units.py) a row labels at most ceil(rate x length) tokens, so that many slots always suffice.
 * MAE-LM's `kept_positions` / `kept_mask`, (batch, kept slots): the positions the encoder reads, in order, then
   filler slots; `restore_index`, (batch, length): for every kept position, its slot (0 elsewhere), to put the
@@ -23,7 +23,7 @@ import torch
 from ..models._shared.loss_utils import first_positions, restore_index
 from ..models._shared.packed_sequences import check_packed_positions
 
-LABELLED = ("labelled_positions", "labelled_mask")
+LABELLED = ("target_positions", "target_mask")
 KEPT = ("kept_positions", "kept_mask", "restore_index")
 SLOT_MULTIPLE = 8
 

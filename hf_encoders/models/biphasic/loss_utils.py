@@ -92,8 +92,8 @@ def labelled_rows_loss(
     transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
     labelled_count: int | None = None,
     all_positions: bool = False,
-    labelled_positions: torch.Tensor | None = None,
-    labelled_mask: torch.Tensor | None = None,
+    target_positions: torch.Tensor | None = None,
+    target_mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(loss, logits) of the vocabulary head `transform` then `projection`, run on the labelled positions only
     (labels != -100). `transform` (e.g. dense -> GELU -> LayerNorm) may be None; `projection` is the final
@@ -111,19 +111,19 @@ def labelled_rows_loss(
     without targets gives 0 rather than NaN. The host waits for the device once, to read that count, unless the
     caller passes it as `labelled_count`; the gather itself has no data-dependent shape for torch.compile to break on.
 
-    With a collator's fixed-size `labelled_positions` / `labelled_mask` (batch, slots) (data/index_tensors.py) the
+    With a collator's fixed-size `target_positions` / `target_mask` (batch, slots) (data/index_tensors.py) the
     host reads nothing: the rows are every row's slots, the filler ones scoring nothing, and compact logits are
     (batch x slots, vocab), a filler slot's row wherever a row has fewer labels than slots. The loss is the same sum
     over the same labelled positions.
     """
-    ignores = labelled_positions is not None
+    ignores = target_positions is not None
     if ignores:
-        targets = labels.gather(1, labelled_positions).masked_fill(~labelled_mask.bool(), -100).flatten()
+        targets = labels.gather(1, target_positions).masked_fill(~target_mask.bool(), -100).flatten()
         rows_bound = targets.numel()
-        denominator = num_items_in_batch if num_items_in_batch is not None else labelled_mask.sum().clamp(min=1)
+        denominator = num_items_in_batch if num_items_in_batch is not None else target_mask.sum().clamp(min=1)
 
         def select(states: torch.Tensor) -> torch.Tensor:
-            index = labelled_positions[..., None].expand(-1, -1, states.shape[-1])
+            index = target_positions[..., None].expand(-1, -1, states.shape[-1])
             return states.gather(1, index).flatten(0, 1)
     else:
         labelled = labels.flatten() != -100

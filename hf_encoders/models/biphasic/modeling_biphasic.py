@@ -258,7 +258,7 @@ class BiphasicLanguageModel(StandardLogitsOutsideTraining, BiphasicPreTrainedMod
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """(loss, logits). In training with labels, the vocabulary projection runs only where a label is set, mostly
         fused with the loss and without logits (see `labelled_rows_loss`); otherwise it covers every position, and
-        without labels the loss is None. `index_tensors`: the collator's (labelled_positions, labelled_mask), with
+        without labels the loss is None. `index_tensors`: the collator's (target_positions, target_mask), with
         which nothing is read from the device (and `label_summary` is None: the collator built the labels)."""
         if labels is None:
             return None, self.lm_head(hidden_states)
@@ -269,8 +269,8 @@ class BiphasicLanguageModel(StandardLogitsOutsideTraining, BiphasicPreTrainedMod
                 labels,
                 num_items_in_batch,
                 all_positions=self.logits_at_all_positions(),
-                labelled_positions=index_tensors[0],
-                labelled_mask=index_tensors[1],
+                target_positions=index_tensors[0],
+                target_mask=index_tensors[1],
             )
         labelled_count, copies_input = label_summary
         # A few MLM targets may all be left unmasked by chance (BERT's 10% split); a wrong collator fills batches.
@@ -327,14 +327,14 @@ class BiphasicEncoderForPreTraining(BiphasicLanguageModel):
         mlm_labels: torch.LongTensor | None = None,
         objective: str | None = None,
         token_type_ids: torch.Tensor | None = None,  # accepted for BERT-style tokenizers, unused
-        labelled_positions: torch.Tensor | None = None,
-        labelled_mask: torch.Tensor | None = None,
-        mlm_labelled_positions: torch.Tensor | None = None,
-        mlm_labelled_mask: torch.Tensor | None = None,
+        target_positions: torch.Tensor | None = None,
+        target_mask: torch.Tensor | None = None,
+        mlm_target_positions: torch.Tensor | None = None,
+        mlm_target_mask: torch.Tensor | None = None,
         **kwargs,
     ) -> CausalLMOutput | MaskedLMOutput:
         r"""
-        labelled_positions, labelled_mask (and the MLM view's `mlm_`-named ones): the fixed-size index tensors
+        target_positions, target_mask (and the MLM view's `mlm_`-named ones): the fixed-size index tensors
             `DataCollatorForBiphasic` writes (hf_encoders/data/index_tensors.py), with which the forward reads
             nothing back from the device; without them it reads the labelled count, once per step. The same loss
             either way.
@@ -344,12 +344,12 @@ class BiphasicEncoderForPreTraining(BiphasicLanguageModel):
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}.")
         if objective == "mlm" and mlm_input_ids is not None:
             input_ids, labels = mlm_input_ids, mlm_labels
-            labelled_positions, labelled_mask = mlm_labelled_positions, mlm_labelled_mask
+            target_positions, target_mask = mlm_target_positions, mlm_target_mask
         is_causal = objective == "clm"
         self.check_targets(labels, input_ids, inputs_embeds, is_causal)
         if is_causal and labels is not None and position_ids is not None:
             labels = labels.masked_fill(ends_document(position_ids), -100)  # packed rows: never across documents
-        index_tensors = None if labelled_positions is None else (labelled_positions, labelled_mask)
+        index_tensors = None if target_positions is None else (target_positions, target_mask)
         label_summary = None
         if labels is not None and index_tensors is None:
             label_summary = self.label_summary(labels, input_ids).tolist()
@@ -383,16 +383,16 @@ class BiphasicEncoderForMaskedLM(BiphasicLanguageModel):
         labels: torch.LongTensor | None = None,
         token_type_ids: torch.Tensor | None = None,  # accepted for BERT-style tokenizers, unused
         num_items_in_batch: torch.Tensor | int | None = None,
-        labelled_positions: torch.Tensor | None = None,
-        labelled_mask: torch.Tensor | None = None,
+        target_positions: torch.Tensor | None = None,
+        target_mask: torch.Tensor | None = None,
         **kwargs,
     ) -> MaskedLMOutput:
         r"""
-        labelled_positions, labelled_mask: `DataCollatorForBiphasic(objective="mlm")`'s fixed-size index tensors
+        target_positions, target_mask: `DataCollatorForBiphasic(objective="mlm")`'s fixed-size index tensors
             (see `BiphasicEncoderForPreTraining.forward`).
         """
         self.check_targets(labels, input_ids, inputs_embeds, is_causal=False)
-        index_tensors = None if labelled_positions is None else (labelled_positions, labelled_mask)
+        index_tensors = None if target_positions is None else (target_positions, target_mask)
         label_summary = None
         if labels is not None and index_tensors is None:
             label_summary = self.label_summary(labels, input_ids).tolist()

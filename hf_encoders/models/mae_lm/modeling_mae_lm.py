@@ -607,12 +607,12 @@ class MaeLmForMaskedLM(StandardLogitsOutsideTraining, MaeLmPreTrainedModel):
         kept_positions: torch.Tensor | None = None,
         kept_mask: torch.Tensor | None = None,
         restore_index: torch.Tensor | None = None,
-        labelled_positions: torch.Tensor | None = None,
-        labelled_mask: torch.Tensor | None = None,
+        target_positions: torch.Tensor | None = None,
+        target_mask: torch.Tensor | None = None,
         **kwargs,
     ) -> MaeLmMaskedLMOutput:
         r"""
-        kept_positions, kept_mask, restore_index, labelled_positions, labelled_mask: the fixed-size index tensors
+        kept_positions, kept_mask, restore_index, target_positions, target_mask: the fixed-size index tensors
             `DataCollatorForMaeLm` writes (hf_encoders/data/index_tensors.py), with which the forward reads nothing
             back from the device; without them (a stock collator's batch) it counts the kept and labelled tokens on
             the device and reads the counts, once per step. The same loss either way.
@@ -672,8 +672,8 @@ class MaeLmForMaskedLM(StandardLogitsOutsideTraining, MaeLmPreTrainedModel):
             transform=self.lm_head.transform,
             labelled_count=label_counts[0],
             all_positions=self.logits_at_all_positions(),
-            labelled_positions=labelled_positions,
-            labelled_mask=labelled_mask,
+            target_positions=target_positions,
+            target_mask=target_mask,
         )
         return MaeLmMaskedLMOutput(loss=loss, logits=logits, encoder_last_hidden_state=encoder_states)
 

@@ -351,15 +351,15 @@ class TaclForPreTraining(CheckpointMixin, StandardLogitsOutsideTraining, PreTrai
         token_type_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         next_sentence_label: torch.Tensor | None = None,
-        labelled_positions: torch.Tensor | None = None,
-        labelled_mask: torch.Tensor | None = None,
+        target_positions: torch.Tensor | None = None,
+        target_mask: torch.Tensor | None = None,
     ) -> TaclForPreTrainingOutput:
         r"""
         labels: the MLM targets; positions with labels != -100 are the anchors (whatever the collator did to
             their input: [MASK], random or unchanged). The teacher reads the clean text, rebuilt as labels at the
             anchors and input_ids elsewhere, so the output of any MLM collator works.
         next_sentence_label: 0 when segment B follows A, 1 when B is random (needed when `config.use_nsp`).
-        labelled_positions, labelled_mask: the anchors as fixed-size index tensors (hf_encoders/data/index_tensors.py,
+        target_positions, target_mask: the anchors as fixed-size index tensors (hf_encoders/data/index_tensors.py,
             which `DataCollatorForTacl` writes): the forward then reads nothing back from the device. Without them it
             counts the anchors on the device and reads the count, once per step. The same loss either way.
         """
@@ -395,22 +395,22 @@ class TaclForPreTraining(CheckpointMixin, StandardLogitsOutsideTraining, PreTrai
         anchors = labels != -100
         # Without index tensors, the one wait for the device per step (and the one graph break under torch.compile):
         # the anchor count, which the contrastive and MLM losses' shapes follow.
-        anchor_count = int(anchors.sum().tolist()) if labelled_positions is None else None
+        anchor_count = int(anchors.sum().tolist()) if target_positions is None else None
         with torch.no_grad():
             clean_ids = torch.where(anchors, labels, input_ids)
             teacher_states = self.teacher(input_ids=clean_ids, **encoder_inputs).last_hidden_state
         key_mask = None
         if self.config.exclude_padding_from_contrast and attention_mask is not None:
             key_mask = attention_mask.bool()
-        if labelled_positions is None:
+        if target_positions is None:
             tacl_loss = token_contrastive_loss(
                 states, teacher_states, anchors, self.config.temperature, key_mask, anchor_count=anchor_count
             )
         else:
-            targets = labelled_positions.masked_fill(~labelled_mask.bool(), -100)
+            targets = target_positions.masked_fill(~target_mask.bool(), -100)
             tacl_loss = slotted_contrastive_loss(
-                states, teacher_states, labelled_positions, targets, self.config.temperature, key_mask
-            ) / labelled_mask.sum().clamp(min=1)
+                states, teacher_states, target_positions, targets, self.config.temperature, key_mask
+            ) / target_mask.sum().clamp(min=1)
 
         transform, projection = self.mlm_head()
         mlm_loss, logits = labelled_rows_loss(
@@ -420,8 +420,8 @@ class TaclForPreTraining(CheckpointMixin, StandardLogitsOutsideTraining, PreTrai
             transform=transform,
             labelled_count=anchor_count,
             all_positions=self.logits_at_all_positions(),
-            labelled_positions=labelled_positions,
-            labelled_mask=labelled_mask,
+            target_positions=target_positions,
+            target_mask=target_mask,
         )
         loss = self.config.tacl_loss_weight * tacl_loss + self.config.mlm_loss_weight * mlm_loss
         nsp_loss = None
