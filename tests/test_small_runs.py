@@ -1,0 +1,58 @@
+"""A tiny model built from scratch with the demo's small-run settings reads context: its masked-LM loss falls below
+the unigram entropy of its corpus (the loss of a model that only knows how frequent each token is) by the demo's
+plateau margin, where Trainer's default learning rate leaves it on that plateau."""
+
+import pytest
+
+from hf_encoders.analysis import token_counts, unigram_entropy
+from hf_encoders.data.embedded import embedded_documents
+from hf_encoders.data.tokenizer import train_wordpiece_tokenizer
+from hf_encoders.demo import PLATEAU_MARGIN, build_parser, demo_training_arguments
+from hf_encoders.training.arguments import PretrainArguments
+from hf_encoders.training.pretrain import pretrain
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+# A corpus small enough to be seen several times in a few hundred steps of a few seconds.
+DOCUMENTS = 12
+STEPS = 300
+
+
+def last_losses(log_history: list[dict]) -> float:
+    """The mean of the last three logged training losses (one logged loss is a noisy read of the model)."""
+    losses = [entry["loss"] for entry in log_history if "loss" in entry][-3:]
+    return sum(losses) / len(losses)
+
+
+def tiny_run(tmp_path, name: str, **overrides) -> tuple[float, float, float]:
+    """(unigram entropy, first logged loss, last logged losses) of a tiny MLM run from scratch on the demo's settings."""
+    settings = build_parser().parse_args(["--output_dir", str(tmp_path)])
+    texts = embedded_documents()[:DOCUMENTS]
+    tokenizer = train_wordpiece_tokenizer(texts, vocab_size=settings.vocab_size)
+    tokenizer.save_pretrained(tmp_path / "tokenizer")
+    plateau = unigram_entropy(token_counts(tokenizer, texts))
+    args = PretrainArguments(
+        method="mlm",
+        tokenizer_name=str(tmp_path / "tokenizer"),
+        model_size="tiny",
+        block_size=32,
+        max_documents=DOCUMENTS,
+    )
+    training_args = demo_training_arguments(
+        tmp_path / name,
+        settings,
+        max_steps=STEPS,
+        per_device_train_batch_size=16,
+        use_cpu=True,
+        disable_tqdm=True,
+        **overrides,
+    )
+    history = pretrain(args, training_args).trainer.state.log_history
+    first = next(entry["loss"] for entry in history if "loss" in entry)
+    return plateau, first, last_losses(history)
+
+
+def test_the_small_run_settings_take_a_tiny_model_from_scratch_off_the_unigram_plateau(tmp_path):
+    plateau, first, last = tiny_run(tmp_path, "small_run")
+    assert first > plateau  # an untrained model is worse than the unigram model
+    assert last < plateau - PLATEAU_MARGIN, (last, plateau)
