@@ -137,10 +137,10 @@ def demo_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--output_dir", type=Path, default=Path("demo_output"), help="where the models and REPORT.md are written"
     )
-    parser.add_argument("--steps", type=int, default=600, help="pre-training steps per method (same for all)")
+    parser.add_argument("--steps", type=int, default=1000, help="pre-training steps per method (same for all)")
     parser.add_argument("--batch_size", type=int, default=32, help="sequences per step, pre-training and fine-tuning")
     parser.add_argument("--block_size", type=int, default=64, help="tokens per pre-training sequence")
-    parser.add_argument("--vocab_size", type=int, default=4000, help="size of the WordPiece tokenizer trained first")
+    parser.add_argument("--vocab_size", type=int, default=2000, help="size of the WordPiece tokenizer trained first")
     parser.add_argument(
         "--finetune_examples", type=int, default=4000, help="sentences of the word-order task (a quarter held out)"
     )

@@ -113,7 +113,7 @@ def demo_training_arguments(output_dir: Path, settings, **overrides) -> Training
     defaults = dict(
         output_dir=str(output_dir),
         per_device_train_batch_size=settings.batch_size,
-        learning_rate=1e-3,
+        learning_rate=2e-3,
         warmup_steps=0.1,
         weight_decay=0.01,
         logging_steps=10,
@@ -257,9 +257,11 @@ def write_report(settings, runs: dict, analysis: list[LayerwiseReport], accuraci
             f"{PLATEAU_MARGIN} nats below it is marked as on its plateau: its encoder is not yet shown to read "
             "context, so its other columns say little about its method. BERT's 80/10/10 masking leaves a tenth of "
             "the targets in place, so mlm can go about half a nat below H by copying them. At this budget the "
-            "post-LN networks (mlm, mae_lm, and tacl, which continues mlm) leave the plateau slowly, and MAE-LM's "
-            "encoder collapses onto one vector (experiments/REPORT.md); the pre-LN, rotary biphasic network "
-            "leaves it within a few hundred steps.",
+            "pre-LN, rotary biphasic network leaves the plateau within a few hundred steps and mlm within the run. "
+            "MAE-LM's decoder learns token frequencies before it reads the encoder, whose top layer then narrows "
+            "towards one vector: a tiny MAE-LM leaves its plateau slowly at every learning rate tried "
+            "(docs/pretraining.md, small runs). TaCL's row is its MLM term, which its contrastive term pulls back "
+            "above the baseline it continues.",
             "",
             "Self-similarity is TaCL's Eq. 3 (lower = more discriminative tokens); effective rank is MAE-LM's rank at "
             "τ = 0.9 of the real-token representations.",
