@@ -4,7 +4,7 @@ from a causal LM (CPT, §5) as the paper runs it, at 610M; and the method's smal
 scratch without --preset)."""
 
 from ...models.biphasic.configuration_biphasic import PRESETS as SIZES
-from ...training.presets import PROVISIONAL_SMALL_RUN, Preset, Sourced
+from ...training.presets import Preset, Sourced, small_run_settings
 
 PAPER = "Gisserot-Boukhlef et al., 2025, §2, §5 and Appendix A"
 APPENDIX = "App. A"
@@ -94,4 +94,4 @@ CPT = Preset(
 
 PRESETS = {preset.name: preset for preset in (*map(from_scratch, SIZES), CPT)}
 
-SMALL_RUNS = {"tiny": PROVISIONAL_SMALL_RUN, "small": PROVISIONAL_SMALL_RUN}
+SMALL_RUNS = {"tiny": small_run_settings(2e-3), "small": small_run_settings(1e-3)}
