@@ -652,7 +652,9 @@ def main(argv: list[str] | None = None) -> int:
     # A process group left for the interpreter's exit can abort it: gloo's threads still hold work whose tensors need
     # the interpreter (SIGABRT, "terminate called without an active exception", pytorch/pytorch#190489), and torchrun
     # then reports a finished run as failed. Destroyed only here, after success: while another rank may still be in
-    # a collective (a failed run), destroying it would hang.
+    # a collective (a failed run), destroying it would hang. The barrier keeps a rank from tearing its group down
+    # while rank 0 still writes the final model, the card and the plots.
     if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
         torch.distributed.destroy_process_group()
     return 0
