@@ -19,13 +19,19 @@ def model_folder_fix(model: str) -> str | None:
             f"{model} is a TaCL training state (student and teacher), not an encoder: pass {student}, the encoder "
             "it trained."
         )
+    if (folder / "config.json").is_file():
+        return None
     checkpoint = last_complete_checkpoint(folder)
-    if not (folder / "config.json").is_file() and checkpoint is not None:
+    if checkpoint is not None:
         return (
             f"{model} holds the checkpoints of a run stopped before its final model: pass {checkpoint}, or finish "
             "the run first (hf-encoders pretrain ... --resume_from_checkpoint true)."
         )
-    return None
+    # Else loading would report a missing tokenizer package (sentencepiece) instead of the missing model.
+    inside = sorted(path.name for path in folder.iterdir() if (path / "config.json").is_file())
+    return f"{model} holds no model (no config.json)" + (
+        f"; the models inside it: {', '.join(str(folder / name) for name in inside)}." if inside else "."
+    )
 
 
 def usable_models(models: list[str]) -> tuple[list[str], list[str]]:

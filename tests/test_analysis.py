@@ -446,3 +446,16 @@ def test_a_training_state_is_named_with_the_folder_to_pass_after_the_others_are_
     with pytest.raises(ValueError, match=f"^{re.escape(str(state))} is a TaCL training state"):
         analyze([str(state), "--output_dir", str(tmp_path / "none"), "--device", "cpu"])
     assert not (tmp_path / "none").exists()
+
+
+def test_a_folder_without_a_model_is_named_with_the_models_inside_it(tmp_path, tokenizer):
+    runs = tmp_path / "runs"  # a parent of output folders, passed instead of one of them
+    build_encoder("bert").save_pretrained(runs / "first")
+    tokenizer.save_pretrained(runs / "first")
+    (runs / "notes").mkdir()
+    with pytest.raises(ValueError) as refused:
+        analyze([str(runs), "--output_dir", str(tmp_path / "out"), "--device", "cpu"])
+    assert str(refused.value) == f"{runs} holds no model (no config.json); the models inside it: {runs / 'first'}."
+    (runs / "first" / "config.json").unlink()
+    with pytest.raises(ValueError, match=f"^{re.escape(str(runs))} holds no model \\(no config.json\\)\\.$"):
+        analyze([str(runs), "--output_dir", str(tmp_path / "out"), "--device", "cpu"])
