@@ -80,13 +80,15 @@ class DiagnosticsCallback(TrainerCallback):
                 self.warn_of_collapse(state.global_step)
 
     def warn_of_collapse(self, step: int) -> None:
-        """Once per run: a warm-up's large early updates can collapse a fresh encoder for good."""
+        """Once per run: a fresh encoder often narrows to one vector while it learns token frequencies; too high a
+        rate for its size keeps it there, and too low a rate as well."""
         symptoms = collapse(self._measures)
         if symptoms and not self.warned_of_collapse:
             self.warned_of_collapse = True
             logger.warning(
                 f"Step {step}: the encoder's top layer has collapsed: {symptoms}. "
-                "Try a lower --learning_rate or a longer warm-up (--warmup_steps)."
+                "A model from scratch on its unigram plateau can pass through this and recover; if it lasts, the "
+                "measured small-run settings are in docs/pretraining.md (Small runs from scratch)."
             )
 
     def measure(self, model) -> dict[str, float]:
