@@ -9,6 +9,16 @@ TRUE, FALSE = ("true", "1", "y", "yes"), ("false", "0", "n", "no")
 DEFAULT_MODEL_SIZE = "tiny"
 
 
+def config_override_pairs(text: str | None) -> list[tuple[str, str]]:
+    """The entries of `--config_overrides` as (key, value) strings, as written: no field checked, no value cast (an
+    entry without '=' has the value '', for `parse_config_overrides` to refuse)."""
+    return [(key.strip(), value.strip()) for key, _, value in (item.partition("=") for item in _entries(text))]
+
+
+def _entries(text: str | None) -> list[str]:
+    return [item.strip() for item in (text or "").split(",") if item.strip()]
+
+
 def parse_config_overrides(text: str | None, config_class: type[PreTrainedConfig]) -> dict:
     """'hidden_size=128,dropout=0.0,tie_word_embeddings=false' -> dict, as run_mlm.py's `update_from_string` reads
     it: each key must be a field of `config_class` (a typo is an error, not a stray field), each value is cast to

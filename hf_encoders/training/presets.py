@@ -141,10 +141,6 @@ def _key(item: str) -> str:
     return item.partition("=")[0].strip()
 
 
-def _pairs(text: str | None) -> list[tuple[str, str]]:
-    return [(_key(item), item.partition("=")[2].strip()) for item in _items(text)]
-
-
 def overrides(preset: Preset, args, training_args) -> list[str]:
     """What this run sets otherwise than `preset`: each option, config field and the batch, with the preset's
     value beside the run's."""
@@ -154,7 +150,9 @@ def overrides(preset: Preset, args, training_args) -> list[str]:
         if value != item.value:
             shown = getattr(value, "value", value)  # an enum's (lr_scheduler_type) as the command line spells it
             found.append(f"{option}={shown} (preset: {item.value})")
-    run_config = dict(_pairs(args.config_overrides))
+    from .model_sizes import config_override_pairs
+
+    run_config = dict(config_override_pairs(args.config_overrides))
     # None under a preset with config fields: the run continues a saved model, whose size the preset does not set.
     for key, item in preset.config.items() if args.config_overrides is not None else ():
         if run_config.get(key) != str(item.value):

@@ -18,7 +18,7 @@ from ..data.tokenizer import load_or_train_tokenizer, load_tokenizer
 from ..methods import METHODS, Method, get_method, load
 from .arguments import PretrainArguments
 from .ema import EMA_FOLDER, check_ema_decay
-from .model_sizes import parse_config_overrides
+from .model_sizes import config_override_pairs, parse_config_overrides
 from .schedules import parse_block_size_schedule, parse_mlm_probability_schedule
 
 # Encoders whose position ids start after the padding index (transformers' RoBERTa family): they cover fewer tokens
@@ -232,10 +232,8 @@ class Recipe:
                 position_table_length(args.starting_checkpoint),
                 f"{args.starting_checkpoint}'s position table",
             )
-        overridden = dict(
-            item.split("=", 1) for item in (args.config_overrides or "").replace(" ", "").split(",") if "=" in item
-        )
-        if "max_position_embeddings" in overridden and self.overrides_apply_to_run(args):
+        overridden = dict(config_override_pairs(args.config_overrides))
+        if overridden.get("max_position_embeddings") and self.overrides_apply_to_run(args):
             limit = int(overridden["max_position_embeddings"])
             table = "the position table of --config_overrides max_position_embeddings"
         if limit is not None and args.block_size > limit:
