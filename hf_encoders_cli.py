@@ -52,13 +52,14 @@ SUBCOMMANDS = {
 
 class OneLineErrors:
     """An argparse parser's errors as hf-encoders gives them: one line saying what to fix, without the usage (pretrain's
-    runs to a hundred lines and more), then where the options are listed. An abbreviation that names one option is
-    that option, whichever of its spellings (`--output_dir`, `--output-dir`) it abbreviates; a mistyped flag gets the
-    option it is closest to; every option is named by its first spelling alone. Mixed into `argparse.ArgumentParser`
-    and transformers' `HfArgumentParser`."""
+    runs to a hundred lines and more), then where the options are listed. No abbreviations: a truncated flag
+    (`--text_colum`) is refused with the options it begins, not silently taken for one of them; a mistyped flag gets
+    the option it is closest to; every option is named by its first spelling alone (`--output_dir`, not
+    `--output_dir/--output-dir`). Mixed into `argparse.ArgumentParser` and transformers' `HfArgumentParser`."""
 
-    def parse_known_args(self, args=None, namespace=None):
-        return super().parse_known_args(self.expand_abbreviations(sys.argv[1:] if args is None else args), namespace)
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {self.refined(message)} (`{self.prog} --help` lists the options)\n")
@@ -71,22 +72,6 @@ class OneLineErrors:
             for option in action.option_strings
             if option.startswith("--")
         }
-
-    def expand_abbreviations(self, argv: list[str]) -> list[str]:
-        if not self.allow_abbrev:
-            return argv
-        spellings = self.spellings()
-        expanded = []
-        for position, argument in enumerate(argv):
-            if argument == "--":  # what follows is positional
-                return [*expanded, *argv[position:]]
-            flag, equals, value = argument.partition("=")
-            if flag.startswith("--") and flag not in spellings:
-                meant = {spelling for option, spelling in spellings.items() if option.startswith(flag)}
-                if len(meant) == 1:
-                    argument = meant.pop() + equals + value
-            expanded.append(argument)
-        return expanded
 
     def refined(self, message: str) -> str:
         spellings = self.spellings()
@@ -101,10 +86,6 @@ class OneLineErrors:
             choices = [item.strip(" '") for item in choice.group(3).split(",")]
             guesses = difflib.get_close_matches(choice.group(2), choices, n=1)
             message = choice.group(1) + (f"; did you mean {guesses[0]}?" if guesses else "")
-        elif message.startswith("ambiguous option: "):
-            flag = message.removeprefix("ambiguous option: ").split()[0].partition("=")[0]
-            meant = sorted({spelling for option, spelling in spellings.items() if option.startswith(flag)})
-            message = f"ambiguous option: {flag} could be {' or '.join(meant)}; write one out in full"
         # One spelling per option: "--output_dir/--output-dir" and "--output_dir, --output-dir" name one option.
         for option, spelling in spellings.items():
             if option != spelling:
@@ -113,7 +94,11 @@ class OneLineErrors:
 
     @staticmethod
     def closest(flag: str, spellings: dict[str, str]) -> str | None:
-        """The option a mistyped flag is closest to, if one is close (difflib's similarity of 0.6 or more)."""
+        """The options a truncated flag begins (`--warmup`: `--warmup_ratio or --warmup_steps`), when it begins a few;
+        else the option a mistyped flag is closest to, if one is close (difflib's similarity of 0.6 or more)."""
+        begun = sorted({spelling for option, spelling in spellings.items() if option.startswith(flag)})
+        if 0 < len(begun) <= 3:
+            return " or ".join(begun)
         guesses = difflib.get_close_matches(flag, sorted(set(spellings.values())), n=1)
         return guesses[0] if guesses else None
 

@@ -542,8 +542,8 @@ def pretrain_parser(add_help: bool = True) -> HfArgumentParser:
 
 
 def given_options(argv: list[str]) -> dict:
-    """The options `argv` gives, with their values, as the pretrain parser reads them (abbreviations, `--flag=value`,
-    a bare boolean flag), and nothing else: parsed with every default suppressed."""
+    """The options `argv` gives, with their values, as the pretrain parser reads them (`--flag=value`, a bare
+    boolean flag), and nothing else: parsed with every default suppressed."""
     parser = pretrain_parser(add_help=False)
     for action in parser._actions:
         action.default, action.required = argparse.SUPPRESS, False
