@@ -280,26 +280,44 @@ def test_a_resume_does_not_call_a_tied_weight_missing(tmp_path):
     assert "missing keys in the checkpoint model loaded: ['lm_head.bias']" in captured.out
 
 
-def test_a_fresh_task_head_loads_quietly_and_missing_encoder_weights_are_named(tmp_path):
+@pytest.mark.parametrize(
+    "saved,loaded",
+    [
+        ("BertForPreTraining", "AutoModelForSequenceClassification"),
+        ("BertForMaskedLM", "AutoModelForSequenceClassification"),
+        ("BertForMaskedLM", "AutoModel"),
+    ],
+)
+def test_a_model_built_from_another_checkpoint_loads_quietly_and_missing_encoder_weights_are_named(
+    tmp_path, capsys, saved, loaded
+):
+    """What analyze and evaluate load: a task head new by design, the pre-training head left behind, and the pooler
+    that `pretrain --method mlm`'s BertForMaskedLM never had are expected and said nothing of; an encoder weight the
+    checkpoint lacks is named."""
+    import transformers
     from safetensors.torch import load_file, save_file
-    from transformers import AutoModelForSequenceClassification, modeling_utils
+    from transformers import modeling_utils
 
-    from hf_encoders.evaluation import finetune
+    from hf_encoders import model_folders
 
     folder = tmp_path / "bert"
-    save_tiny_bert(folder)  # BertForPreTraining: a classifier's head is new, the pre-training heads are left over
-    with CaptureLogger(modeling_utils.logger) as transformers_log, CaptureLogger(finetune.logger) as ours:
-        finetune.load_with_fresh_head(AutoModelForSequenceClassification, str(folder), num_labels=2)
+    save_tiny_bert(folder, getattr(transformers, saved))
+    auto_class, options = getattr(transformers, loaded), ({"num_labels": 2} if loaded != "AutoModel" else {})
+    with CaptureLogger(modeling_utils.logger) as transformers_log, CaptureLogger(model_folders.logger) as ours:
+        model_folders.load_model(auto_class, str(folder), **options)
     assert "LOAD REPORT" not in transformers_log.out and ours.out == ""
+    assert "Loading weights" not in capsys.readouterr().err
+    assert transformers_logging.is_progress_bar_enabled()  # turned back on after the load
 
     weights = load_file(folder / "model.safetensors")
     save_file(
         {key: value for key, value in weights.items() if "layer.0.output.dense" not in key},
         folder / "model.safetensors",
     )
-    with CaptureLogger(finetune.logger) as ours:
-        finetune.load_with_fresh_head(AutoModelForSequenceClassification, str(folder), num_labels=2)
-    assert "lacks encoder weights ['bert.encoder.layer.0.output.dense.bias'" in ours.out
+    with CaptureLogger(model_folders.logger) as ours:
+        model_folders.load_model(auto_class, str(folder), **options)
+    prefix = "" if loaded == "AutoModel" else "bert."
+    assert f"lacks encoder weights ['{prefix}encoder.layer.0.output.dense.bias'" in ours.out
 
 
 def test_max_steps_cut_to_one_epoch_is_said_once():

@@ -22,7 +22,7 @@ from ..data.corpus import load_documents
 from ..data.sentences import split_sentences
 from ..data.tokenizer import load_tokenizer
 from ..flag_spellings import accept_dashed_spellings
-from ..model_folders import skipped_models_error, usable_models
+from ..model_folders import load_model, skipped_models_error, usable_models
 from .files import atomic_output
 from .plots import plot_layer_curves, plot_similarity_heatmap
 from .report import LayerwiseReport, layerwise_report, token_similarity_matrix
@@ -113,7 +113,7 @@ def analyze(
     ]
     reports = []
     for path, tokenizer, label in zip(models, tokenizers, labels):
-        model = AutoModel.from_pretrained(path, trust_remote_code=trust_remote_code).to(device)
+        model = load_model(AutoModel, path, trust_remote_code=trust_remote_code).to(device)
         reports.append(
             layerwise_report(
                 model,

@@ -30,6 +30,7 @@ from transformers import (
 from transformers.utils import logging as hf_logging
 
 from ..metrics import accuracy, entity_f1, f1, matthews_correlation, squad_metrics, squad_v2_metrics
+from ..model_folders import load_model
 from .tasks import Task
 
 logger = hf_logging.get_logger(__name__)
@@ -70,27 +71,6 @@ class RunSettings:
         return min(self.max_steps, epoch)
 
 
-def load_with_fresh_head(auto_class, model_path: str, **options):
-    """`from_pretrained` of a task model, whose head is new by design: transformers' LOAD REPORT table lists that
-    head (and the pre-training head left behind) on every run, so it is kept quiet and only encoder weights the
-    checkpoint lacks are reported."""
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        model, info = auto_class.from_pretrained(model_path, output_loading_info=True, **options)
-    finally:
-        hf_logging.set_verbosity(verbosity)
-    encoder = model.base_model_prefix + "."
-    missing = sorted(key for key in info["missing_keys"] if key.startswith(encoder))
-    missing += sorted(key for key, *_ in info["mismatched_keys"] if key.startswith(encoder))
-    if missing:
-        logger.warning(
-            f"{model_path} lacks encoder weights {missing[:6]}{' ...' if len(missing) > 6 else ''}, which start from "
-            "random values: is it a complete checkpoint of this model?"
-        )
-    return model
-
-
 def fine_tune(model_path: str, task: Task, settings: RunSettings, output_dir: Path) -> dict:
     """Fine-tune `model_path` on `task` once; the model and tokenizer are saved in `output_dir`.
 
@@ -108,7 +88,7 @@ def fine_tune(model_path: str, task: Task, settings: RunSettings, output_dir: Pa
     train = recipe.train_features(task.train)
     steps = settings.steps_for(len(train))
     set_seed(settings.seed)  # the new head's initial weights are part of what the seed varies
-    model = load_with_fresh_head(
+    model = load_model(
         HEADS[task.kind], model_path, trust_remote_code=settings.trust_remote_code, **recipe.model_options(config)
     )
     trainer = Trainer(
