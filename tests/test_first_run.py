@@ -43,7 +43,7 @@ from hf_encoders.training.loss_curves import plot_run, wants_log_axis
 from hf_encoders.training.model_sizes import parse_config_overrides
 from hf_encoders.training.output_dir import logger as output_dir_logger
 from hf_encoders.training.preemption import PreemptionCallback
-from hf_encoders.training.pretrain import warnings_on_their_own_lines
+from hf_encoders.training.pretrain import one_progress_bar
 from hf_encoders.training.recipe import get_recipe
 from hf_encoders_cli import main
 from tests.test_cli import run_script
@@ -582,9 +582,33 @@ def test_a_finished_run_drops_its_last_optimizer_state_and_refuses_to_resume_wit
 def test_a_warning_during_training_starts_a_line_of_its_own(capsys):
     bar = tqdm(total=3, file=sys.stderr, mininterval=0)
     bar.update(1)
-    with warnings_on_their_own_lines():
+    with one_progress_bar():
         diagnostics.logger.warning("the top layer collapsed")
     bar.close()
     err = capsys.readouterr().err
     assert err[: err.index("the top layer collapsed")].endswith("\r"), "the bar's line was not lifted first"
     assert "the top layer collapsed\n" in err
+
+
+def test_a_short_runs_console_is_the_training_bar_and_lines_of_their_own(tmp_path, capsys):
+    """No bar of datasets' for a short corpus's maps, and no bar opened under the training bar (a checkpoint's
+    "Writing model shards"), whose cursor moves show as `^[[A` in a log; every bar is back on after the run."""
+    import datasets
+
+    argv = tiny_argv(tmp_path / "run", "mlm", "--save_steps", "1", "--disable_tqdm", "false")
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "2/2 [" in err  # the training bar
+    assert "\x1b[A" not in err and "Writing model shards" not in err.split("2/2 [")[0] and "Map" not in err
+    assert transformers_logging.is_progress_bar_enabled() and not datasets.are_progress_bars_disabled()
+
+
+def test_a_long_corpus_keeps_its_tokenising_bar():
+    import datasets
+
+    with pretrain_module.map_bars_for(datasets.Dataset.from_dict({"text": ["a"] * 3})):
+        assert datasets.are_progress_bars_disabled()
+    long = datasets.Dataset.from_dict({"text": ["a"] * pretrain_module.MAP_BARS_FROM_DOCUMENTS})
+    with pretrain_module.map_bars_for(long):
+        assert not datasets.are_progress_bars_disabled()
+    assert not datasets.are_progress_bars_disabled()

@@ -6,10 +6,12 @@ hf-encoders pretrain --method mae_lm --output_dir out/mae --max_steps 1000 --per
 import argparse
 import json
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from pathlib import Path
 
+import datasets
 import torch
 from datasets import Dataset, IterableDataset
 from tqdm.contrib.logging import logging_redirect_tqdm
@@ -246,6 +248,11 @@ def training_data(recipe, args: PretrainArguments, training_args: TrainingArgume
         return TrainingData(tokenizer, blocks, validation_documents, report)
     planned = bool(args.block_size_schedule or args.anneal_corpus)
     documents, report = run_documents(args, training_args.seed, keep_source=planned)
+    with map_bars_for(documents):
+        return tokenized_data(recipe, args, training_args, documents, report, planned)
+
+
+def tokenized_data(recipe, args, training_args, documents, report: CorpusReport, planned: bool) -> TrainingData:
     documents, validation_documents = split_validation(documents, args, seed=training_args.seed)
     if isinstance(validation_documents, Dataset) and args.validation_file is None:
         report.held_out = len(validation_documents)
@@ -259,6 +266,25 @@ def training_data(recipe, args: PretrainArguments, training_args: TrainingArgume
         examples = recipe.build_dataset(args, tokenizer, documents)
     check_training_examples(examples, documents, tokenizer, args)
     return TrainingData(tokenizer, examples, validation_documents, report)
+
+
+# Fewer documents than this are tokenised and packed in seconds: datasets' bar for each pass over them is noise.
+MAP_BARS_FROM_DOCUMENTS = 10_000
+
+
+@contextmanager
+def map_bars_for(documents: Dataset | IterableDataset):
+    """datasets' progress bars while `documents` are split, tokenised and packed: off for a short corpus, kept for a
+    long one (a stream is tokenised as training reads it, with no bar of its own)."""
+    quiet = isinstance(documents, Dataset) and len(documents) < MAP_BARS_FROM_DOCUMENTS
+    enabled = not datasets.are_progress_bars_disabled()
+    if quiet:
+        datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if quiet and enabled:
+            datasets.enable_progress_bars()
 
 
 def check_schedule_run(args: PretrainArguments, training_args: TrainingArguments) -> None:
@@ -465,10 +491,20 @@ def save_average(trainer: Trainer, recipe, output_dir: Path, write_card) -> Path
     return folder
 
 
-def warnings_on_their_own_lines():
-    """Our and transformers' log lines during training written through tqdm, which lifts the progress bar first:
-    otherwise a warning (a collapse, a signal) is glued to the end of the bar's line."""
-    return logging_redirect_tqdm([logging.get_logger("hf_encoders"), logging.get_logger()])
+@contextmanager
+def one_progress_bar():
+    """The console during training: the training bar alone, each log line on its own line. Our and
+    transformers' log lines are written through tqdm, which lifts the bar first (else a warning, a collapse or a
+    signal, is glued to the end of the bar's line); transformers' own bars (a checkpoint's "Writing model shards")
+    are off, since a bar opened under the training bar moves the cursor up with escape sequences (`^[[A` in a log)."""
+    bars = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        with logging_redirect_tqdm([logging.get_logger("hf_encoders"), logging.get_logger()]):
+            yield
+    finally:
+        if bars:
+            logging.enable_progress_bar()
 
 
 def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> PretrainResult:
@@ -479,7 +515,7 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
         callback for callback in trainer.callback_handler.callbacks if isinstance(callback, PreemptionCallback)
     )
     try:
-        with warnings_on_their_own_lines():
+        with one_progress_bar():
             trainer.train(resume_from_checkpoint=checkpoint)
     finally:  # a run that raises skips on_train_end, whose restore would otherwise never come
         preemption.restore_handlers()
