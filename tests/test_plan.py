@@ -48,6 +48,31 @@ def test_biphasic_210m_parameters_by_the_llama_formula_and_a100_hours_at_a_given
     assert plan.accumulation == 1 and plan.mfu_source == "--mfu"  # 6 blocks x 192 GPUs = 1,152
 
 
+@pytest.mark.parametrize(
+    "name,h,layers,ffn,kv",
+    [
+        ("biphasic-210m", 768, 12, 3072, 768),
+        ("biphasic-610m", 1152, 26, 4096, 384),
+        ("biphasic-1b", 1728, 28, 5120, 576),
+    ],
+)
+def test_the_encoder_without_its_lm_head_is_the_size_the_biphasic_presets_name(capsys, name, h, layers, ffn, kv):
+    """The paper's (and EuroBERT's) 210M, 610M and 1B count the embeddings and layers, not the untied LM head that
+    pre-training adds: `plan` gives both numbers, and the encoder's rounds to the name."""
+    vocab = 128_256
+    encoder = vocab * h + layers * (2 * h * h + 2 * h * kv + 3 * h * ffn + 2 * h) + h  # RMSNorm weights, no biases
+    plan = make_plan(get_preset(name))
+    assert plan.encoder_parameters == encoder and plan.parameters == encoder + vocab * h
+    size = float(name.split("-")[1].removesuffix("m").removesuffix("b")) * (1e6 if name.endswith("m") else 1e9)
+    assert abs(encoder - size) / size < 0.2
+    assert main(["plan", "--preset", name]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"  parameters      {encoder + vocab * h:,} " in out
+        and f"  encoder         {encoder:,} (no pre-training" in out
+    )
+
+
 def test_tacl_counts_its_frozen_teacher_forward_only():
     plan = make_plan(get_preset("tacl-bert-base"))
     teacher = plan.parameters - plan.trained_parameters

@@ -42,6 +42,9 @@ class Plan:
     gpu: str
     parameters: int
     trained_parameters: int
+    # The trained model's base model: the encoder fine-tuning loads, without the pre-training heads (MAE-LM's
+    # decoder, biphasic's untied LM head). The size in a model's name counts this (biphasic-210m: 212M, of 310M).
+    encoder_parameters: int
     steps: int
     block_size: int
     flops_per_token: int
@@ -95,7 +98,8 @@ class Plan:
     def line(self) -> str:
         """The one line `pretrain` prints at the start of a preset's run."""
         return (
-            f"Plan of {self.preset.name}: {self.parameters / 1e6:,.1f}M parameters, {self.tokens:.3g} tokens "
+            f"Plan of {self.preset.name}: {self.parameters / 1e6:,.1f}M parameters ({self.encoder_parameters / 1e6:,.1f}M "
+            f"without the pre-training heads), {self.tokens:.3g} tokens "
             f"({self.steps:,} steps of {self.tokens_per_step:,}), {self.flops:.2e} FLOPs, about "
             f"{self.gpu_hours:,.1f} {GPUS[self.gpu]} GPU-hours at MFU {self.mfu:.2f} ({self.days:,.1f} days on "
             f"{self.gpus}); micro-batch {self.micro_batch} x {self.accumulation} accumulation, about "
@@ -108,6 +112,8 @@ class Plan:
         return [
             f"{self.preset.name}: {self.preset.summary} ({self.preset.paper})",
             f"  parameters      {self.parameters:,} ({self.trained_parameters:,} trained)",
+            f"  encoder         {self.encoder_parameters:,} (no pre-training heads: what fine-tuning loads, what a "
+            "name's size counts)",
             f"  steps           {self.steps:,}",
             f"  tokens per step {self.tokens_per_step:,} ({self.preset.batch_size.value:,} x {self.block_size:,})",
             f"  tokens          {self.tokens:,}",
@@ -203,6 +209,7 @@ def make_plan(preset: Preset, gpus: int = 1, gpu: str = "h100", mfu: float | Non
         gpu=gpu,
         parameters=parameters + frozen_parameters,
         trained_parameters=parameters,
+        encoder_parameters=sum(p.numel() for p in trained.base_model.parameters()),
         steps=preset.value("max_steps"),
         block_size=block_size,
         flops_per_token=per_token,
