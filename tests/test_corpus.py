@@ -199,6 +199,32 @@ def test_missing_text_column_lists_the_columns(tmp_path):
         load_documents(path)
 
 
+def test_a_missing_text_column_names_the_option_as_the_command_line_spells_it(tmp_path):
+    jsonl = write_jsonl(tmp_path / "corpus.jsonl", [{"body": "One."}])
+    with pytest.raises(CorpusError) as refused:
+        load_documents(jsonl, text_column="content")
+    assert str(refused.value) == (
+        f"{jsonl}:1: no field 'content'; the fields are ['body'] (pass --text_column with the one holding the text); "
+        "fix or delete that line, or pass --skip_bad_rows to skip such rows and count them."
+    )
+    parquet = tmp_path / "corpus.parquet"
+    Dataset.from_dict({"body": ["One."]}).to_parquet(parquet)
+    with pytest.raises(CorpusError) as refused:
+        load_documents(parquet, text_column="content")
+    assert str(refused.value) == (
+        f"{parquet}: no column 'content'; the columns are ['body']: pass --text_column with the one holding the text."
+    )
+    assert "text_column=" not in str(refused.value)
+
+
+def test_analyze_reads_the_text_column_it_is_given(tmp_path):
+    from hf_encoders.analysis.command import build_parser, corpus_sentences
+
+    path = write_jsonl(tmp_path / "corpus.jsonl", [{"body": "One sentence here. Another one there."}])
+    assert corpus_sentences(str(path), 10, "body") == ["One sentence here.", "Another one there."]
+    assert build_parser().parse_args(["model", "--text_column", "body"]).text_column == "body"
+
+
 def test_text_column_that_is_not_text(tmp_path):
     path = write_jsonl(tmp_path / "corpus.jsonl", [{"body": "One.", "id": 1}])
     with pytest.raises(CorpusError, match=r"corpus.jsonl:1: field 'id' holds a JSON number, not a string"):

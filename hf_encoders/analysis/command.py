@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--corpus", help="file, folder or dataset name (default: English prose from Python's own documentation)"
     )
+    parser.add_argument(
+        "--text_column", help="the field holding the text in jsonl/parquet/datasets corpora (default: text)"
+    )
     parser.add_argument("--max_sentences", type=int, help="analyse the corpus's first N sentences")
     parser.add_argument("--batch_size", type=int, help="sentences per forward pass")
     parser.add_argument("--max_length", type=int, help="truncate sentences to this many tokens")
@@ -68,6 +71,7 @@ def analyze(
     output_dir: str | Path,
     *,
     corpus: str | None = None,
+    text_column: str = "text",
     labels: list[str] | None = None,
     max_sentences: int = 2000,
     batch_size: int = 32,
@@ -80,14 +84,14 @@ def analyze(
     trust_remote_code: bool = False,
 ) -> list[LayerwiseReport]:
     """The diagnostics of `models` (checkpoint folders or Hub names) over the first `max_sentences` sentences of
-    `corpus`, one `LayerwiseReport` each; writes report.json, layer_curves.png and one heatmap per model into
+    `corpus` (its `text_column` field, in jsonl, parquet and datasets corpora), one `LayerwiseReport` each; writes report.json, layer_curves.png and one heatmap per model into
     `output_dir`. `seed` fixes the [MASK] positions; `labels` name the models (default: their folder names)."""
     if labels is not None and len(labels) != len(models):
         raise ValueError(f"--labels names {len(labels)} model(s) but {len(models)} MODEL path(s) were given.")
     given = dict(zip(models, labels or _labels(models)))
     models, fixes = usable_models(models)
     labels = [given[model] for model in models]
-    sentences = corpus_sentences(corpus, max_sentences)
+    sentences = corpus_sentences(corpus, max_sentences, text_column)
     if not sentences:
         raise ValueError(f"the corpus {corpus or '(the embedded one)'} holds no sentences; pass --corpus another one.")
     heatmap_text = heatmap_text or _first_long_sentence(sentences)
@@ -139,9 +143,11 @@ def analyze(
     return reports
 
 
-def corpus_sentences(source: str | None, limit: int) -> list[str]:
+def corpus_sentences(source: str | None, limit: int, text_column: str = "text") -> list[str]:
     """The first `limit` sentences of the corpus, kept in memory so every model reads the same ones."""
-    documents = load_documents(source, streaming=True)  # read no further than the sentences needed
+    documents = load_documents(
+        source, text_column=text_column, streaming=True
+    )  # read no further than the sentences needed
     sentences = (sentence for document in documents for sentence in split_sentences(document["text"]))
     return list(itertools.islice(sentences, limit))
 

@@ -28,7 +28,7 @@ JSON_TYPES = {
     type(None): "null",
 }
 ROW_FEATURES = datasets.Features({"text": datasets.Value("string"), "bad_row": datasets.Value("string")})
-SKIP_HINT = "fix or delete that line, or pass --skip_bad_rows (skip_bad_rows=True) to skip such rows and count them."
+SKIP_HINT = "fix or delete that line, or pass --skip_bad_rows to skip such rows and count them."
 
 
 class SkippedRows:
@@ -86,8 +86,8 @@ def _row(line: str, where: str, text_column: str) -> dict:
         return _bad(f"{where}: a JSON {JSON_TYPES[type(value)]}, not an object with a {text_column!r} field")
     if text_column not in value:
         return _bad(
-            f"{where}: no field {text_column!r}; the fields are {list(value)} (pass text_column=/--text_column the "
-            "one holding the text)"
+            f"{where}: no field {text_column!r}; the fields are {list(value)} (pass --text_column with the one "
+            "holding the text)"
         )
     text = value[text_column]
     if not isinstance(text, str):

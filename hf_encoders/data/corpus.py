@@ -151,7 +151,8 @@ def _only_text_column(
     columns = dataset.column_names or list(next(iter(dataset), {}))
     if text_column not in columns:
         raise CorpusError(
-            f"{source}: no column {text_column!r}; the columns are {columns}. Pass text_column= one of them."
+            f"{source}: no column {text_column!r}; the columns are {columns}: pass --text_column with the one "
+            "holding the text."
         )
     feature = (dataset.features or {}).get(text_column)
     if feature is not None and getattr(feature, "dtype", None) not in ("string", "large_string"):
