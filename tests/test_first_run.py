@@ -1,5 +1,6 @@
 """What a new user meets first: a frozen real token, a reused output folder, errors in the command line's words."""
 
+import json
 import re
 import signal
 import sys
@@ -612,3 +613,27 @@ def test_a_long_corpus_keeps_its_tokenising_bar():
     with pretrain_module.map_bars_for(long):
         assert not datasets.are_progress_bars_disabled()
     assert not datasets.are_progress_bars_disabled()
+
+
+@pytest.mark.parametrize(
+    "flags,interval",
+    [
+        (["--max_steps", "200"], 2),  # 100 points, not Trainer's 500-step interval's none
+        (["--max_steps", "50"], 1),  # every step
+        (["--max_steps", "20000"], 200),
+        (["--max_steps", "1000000"], 500),  # a long run keeps Trainer's interval
+        (["--max_steps", "200", "--logging_steps", "7"], 7),  # the user's
+        (["--num_train_epochs", "1"], 500),  # no length to choose from: Trainer's
+        (["--preset", "biphasic-210m", "--use_cpu"], 420),  # the preset's 42,000 steps
+    ],
+)
+def test_a_run_of_known_length_logs_about_a_hundred_points_unless_told(tmp_path, flags, interval):
+    argv = ["--output_dir", str(tmp_path), *(() if "--preset" in flags else ("--method", "mlm")), *flags]
+    assert pretrain_module.parse_arguments(argv)[1].logging_steps == interval
+
+
+def test_a_short_runs_loss_curve_has_a_point_per_step(tmp_path):
+    folder = tmp_path / "run"
+    assert main(tiny_argv(folder, "mlm", "--max_steps", "6")) == 0
+    history = json.loads((folder / "log_history.json").read_text())
+    assert [entry["step"] for entry in history if "loss" in entry] == [1, 2, 3, 4, 5, 6]

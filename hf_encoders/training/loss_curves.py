@@ -1,10 +1,23 @@
 """Loss curves from Trainer's `log_history`, as a PNG next to the numbers."""
 
+import math
+from dataclasses import fields
 from pathlib import Path
 
 from matplotlib.figure import Figure
+from transformers import TrainingArguments
 
 FEW_POINTS = 5  # a training term logged this few times gets markers
+# The points a run of known length logs when --logging_steps is not given: enough for a curve.
+CURVE_POINTS = 100
+TRAINER_LOGGING_STEPS = next(option.default for option in fields(TrainingArguments) if option.name == "logging_steps")
+
+
+def default_logging_steps(max_steps: int) -> int:
+    """The logging interval of a run of `max_steps` steps whose user gave none: Trainer's (every 500 steps) would
+    give a run of a few hundred steps one or two points and no curve, so a shorter run logs about CURVE_POINTS times
+    (every step if it has fewer); a longer one keeps Trainer's interval."""
+    return max(1, min(TRAINER_LOGGING_STEPS, math.ceil(max_steps / CURVE_POINTS)))
 
 
 def loss_series(log_history: list[dict], evaluation: bool = False) -> dict[str, tuple[list[int], list[float]]]:

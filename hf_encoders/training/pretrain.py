@@ -48,7 +48,7 @@ from .fast_path import (
 )
 from .hub import push_output_dir
 from .hub_callbacks import CheckpointBranchCallback, CompleteUploadCallback
-from .loss_curves import plot_loss_curves
+from .loss_curves import default_logging_steps, plot_loss_curves
 from .masking_epoch import MaskingEpochCallback
 from .numerics import NonFiniteLossCallback
 from .output_dir import prepare_output_dir, where_line
@@ -611,6 +611,9 @@ def parse_arguments(argv: list[str], device: Device | None = None) -> tuple[Pret
         **(preset.defaults(given, world_size_from_environment()) if preset else {}),
         **training_defaults(device, fp8=given.get("fp8", False)),
     }
+    max_steps = given.get("max_steps", defaults.get("max_steps", -1))
+    if max_steps > 0 and "logging_steps" not in given:  # a run of epochs has no length to choose from yet
+        defaults["logging_steps"] = default_logging_steps(max_steps)
     if from_json:
         args, training_args = parser.parse_dict({**defaults, **given})
     else:
