@@ -632,8 +632,29 @@ def test_a_run_of_known_length_logs_about_a_hundred_points_unless_told(tmp_path,
     assert pretrain_module.parse_arguments(argv)[1].logging_steps == interval
 
 
-def test_a_short_runs_loss_curve_has_a_point_per_step(tmp_path):
+def test_a_short_runs_loss_curve_has_a_point_per_step_and_its_console_ten_of_them(tmp_path, capsys):
     folder = tmp_path / "run"
-    assert main(tiny_argv(folder, "mlm", "--max_steps", "6")) == 0
+    assert main(tiny_argv(folder, "mlm", "--max_steps", "30")) == 0
     history = json.loads((folder / "log_history.json").read_text())
-    assert [entry["step"] for entry in history if "loss" in entry] == [1, 2, 3, 4, 5, 6]
+    assert [entry["step"] for entry in history if "loss" in entry] == list(range(1, 31))
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("{'loss'")]
+    assert len(printed) == 10 and "'epoch'" in printed[-1]
+
+
+def test_the_console_prints_every_evaluation_and_about_ten_training_logs():
+    from types import SimpleNamespace
+
+    from hf_encoders.training.console_log import on_console
+
+    def printed(max_steps, logging_steps, logs=("loss",)):
+        steps = range(logging_steps, max_steps + 1, logging_steps)
+        return [
+            step
+            for step in steps
+            if on_console(SimpleNamespace(max_steps=max_steps, logging_steps=logging_steps, global_step=step), logs)
+        ]
+
+    assert printed(200, 2) == list(range(20, 201, 20))
+    assert printed(25, 1) == [*range(3, 25, 3), 25]  # and the last step's
+    assert printed(8, 1) == list(range(1, 9))  # a run that logs ten times or fewer prints each
+    assert printed(200, 2, logs=("eval_loss",)) == list(range(2, 201, 2))

@@ -33,6 +33,7 @@ from ..data.token_cache import cached_blocks
 from ..methods import get_method
 from .arguments import TRAINER_OPTION_HELP, HfCommandParser, PretrainArguments
 from .cards import model_lines, write_model_card
+from .console_log import print_about_ten_lines
 from .diagnostics import DiagnosticsCallback
 from .ema import EMA_FOLDER, EmaCallback
 from .fast_path import (
@@ -464,6 +465,7 @@ def build_trainer(
             CompleteUploadCallback(card_writer(recipe, args, training_args, data.corpus_report, model, tokenizer)),
         ],
     )
+    print_about_ten_lines(trainer)
     trainer.corpus_report = data.corpus_report  # for the final card, and the log of what the run read
     if training_args.push_to_hub:  # Trainer has created the repository, and knows its id, by now
         write_card = partial(
