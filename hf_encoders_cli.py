@@ -94,8 +94,8 @@ class OneLineErrors:
 
     @staticmethod
     def closest(flag: str, spellings: dict[str, str]) -> str | None:
-        """The options a truncated flag begins (`--warmup`: `--warmup_ratio or --warmup_steps`), when it begins a few;
-        else the option a mistyped flag is closest to, if one is close (difflib's similarity of 0.6 or more)."""
+        """The options a truncated flag begins (`--lr_s`: `--lr_scheduler_kwargs or --lr_scheduler_type`), when it
+        begins a few; else the option a mistyped flag is closest to, if one is close (difflib's similarity of 0.6 or more)."""
         begun = sorted({spelling for option, spelling in spellings.items() if option.startswith(flag)})
         if 0 < len(begun) <= 3:
             return " or ".join(begun)
@@ -145,10 +145,8 @@ LIGHT_PARSERS = {"demo": demo_parser}
 
 
 def main(argv: list[str] | None = None) -> int:
-    # No abbreviations here: what follows the subcommand is its own parser's to read.
     parser = CommandParser(
         prog="hf-encoders",
-        allow_abbrev=False,
         description="TaCL, MAE-LM and biphasic encoder pre-training as Transformers models.",
     )
     # Read by `console` wherever it stands on the command line; declared here for --help.

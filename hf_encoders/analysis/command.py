@@ -84,8 +84,9 @@ def analyze(
     trust_remote_code: bool = False,
 ) -> list[LayerwiseReport]:
     """The diagnostics of `models` (checkpoint folders or Hub names) over the first `max_sentences` sentences of
-    `corpus` (its `text_column` field, in jsonl, parquet and datasets corpora), one `LayerwiseReport` each; writes report.json, layer_curves.png and one heatmap per model into
-    `output_dir`. `seed` fixes the [MASK] positions; `labels` name the models (default: their folder names)."""
+    `corpus` (its `text_column` field, in jsonl, parquet and datasets corpora), one `LayerwiseReport` each; writes
+    report.json, layer_curves.png and one heatmap per model into `output_dir`. `seed` fixes the [MASK] positions;
+    `labels` name the models (default: their folder names)."""
     if labels is not None and len(labels) != len(models):
         raise ValueError(f"--labels names {len(labels)} model(s) but {len(models)} MODEL path(s) were given.")
     given = dict(zip(models, labels or _labels(models)))
@@ -145,9 +146,8 @@ def analyze(
 
 def corpus_sentences(source: str | None, limit: int, text_column: str = "text") -> list[str]:
     """The first `limit` sentences of the corpus, kept in memory so every model reads the same ones."""
-    documents = load_documents(
-        source, text_column=text_column, streaming=True
-    )  # read no further than the sentences needed
+    # Streamed: read no further than the sentences needed.
+    documents = load_documents(source, text_column=text_column, streaming=True)
     sentences = (sentence for document in documents for sentence in split_sentences(document["text"]))
     return list(itertools.islice(sentences, limit))
 

@@ -253,7 +253,9 @@ def training_data(recipe, args: PretrainArguments, training_args: TrainingArgume
         return tokenized_data(recipe, args, training_args, documents, report, planned)
 
 
-def tokenized_data(recipe, args, training_args, documents, report: CorpusReport, planned: bool) -> TrainingData:
+def tokenized_data(
+    recipe, args: PretrainArguments, training_args: TrainingArguments, documents, report: CorpusReport, planned: bool
+) -> TrainingData:
     documents, validation_documents = split_validation(documents, args, seed=training_args.seed)
     if isinstance(validation_documents, Dataset) and args.validation_file is None:
         report.held_out = len(validation_documents)
@@ -495,10 +497,10 @@ def save_average(trainer: Trainer, recipe, output_dir: Path, write_card) -> Path
 
 @contextmanager
 def one_progress_bar():
-    """The console during training: the training bar alone, each log line on its own line. Our and
-    transformers' log lines are written through tqdm, which lifts the bar first (else a warning, a collapse or a
-    signal, is glued to the end of the bar's line); transformers' own bars (a checkpoint's "Writing model shards")
-    are off, since a bar opened under the training bar moves the cursor up with escape sequences (`^[[A` in a log)."""
+    """The console during training: the training bar alone, each log line on its own line. Our and transformers' log
+    lines are written through tqdm, which lifts the bar first (else a warning, a collapse or a signal, is glued to
+    the end of the bar's line); transformers' own bars (a checkpoint's "Writing model shards") are off, since a bar
+    opened under the training bar moves the cursor up with escape sequences (`^[[A` in a log)."""
     bars = logging.is_progress_bar_enabled()
     logging.disable_progress_bar()
     try:
