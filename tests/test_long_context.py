@@ -27,6 +27,8 @@ def use_path(model, path: str):
     if path == "query blocks":
         encoder = model.mae_lm if isinstance(model, MaeLmForMaskedLM) else model
         encoder.dense_bias_max_length, encoder.query_block_size = 0, 7
+        if isinstance(model, MaeLmForMaskedLM):
+            model.decoder.dense_bias_max_length, model.decoder.query_block_size = 0, 7
     return model
 
 
@@ -79,6 +81,19 @@ def test_every_attention_path_trains_as_the_dense_eager_bias(path, flex_backward
     torch.testing.assert_close(path_states, states)
     assert path_gradients.keys() == gradients.keys()
     assert gradients["mae_lm.relative_attention_bias.weight"].abs().sum() > 0
+    for name, gradient in gradients.items():
+        torch.testing.assert_close(path_gradients[name], gradient, msg=name)
+
+
+@pytest.mark.parametrize("path", ["dense sdpa", "query blocks", "flex"])
+def test_every_attention_path_trains_the_decoders_locality_bias_as_the_dense_eager_one(path, flex_backward_on_cpu):
+    """The decoder's locality bias (config.decoder_locality_slope) on the same batch: same loss and gradients."""
+    torch.manual_seed(0)
+    base = MaeLmForMaskedLM(tiny_mae_lm_config(**CONFIG, decoder_locality_slope=1.0))
+    batch = packed_padded_batch()
+    loss, _, gradients = step(use_path(copy.deepcopy(base), "dense eager"), batch)
+    path_loss, _, path_gradients = step(use_path(copy.deepcopy(base), path), batch)
+    torch.testing.assert_close(path_loss, loss)
     for name, gradient in gradients.items():
         torch.testing.assert_close(path_gradients[name], gradient, msg=name)
 

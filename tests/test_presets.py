@@ -217,8 +217,8 @@ def test_a_model_from_scratch_without_optimisation_flags_gets_its_small_run_pres
         with CaptureLogger(pretrain.logger) as log:
             pretrain.log_preset(args, training_args)
         assert args.preset == f"{method}-small" and f"Preset {method}-small" in log.out
-        assert training_args.learning_rate == small["small"]["learning_rate"].value
-        assert training_args.warmup_steps == small["small"]["warmup_steps"].value
+        assert training_args.learning_rate == small["small"].options["learning_rate"].value
+        assert training_args.warmup_steps == small["small"].options["warmup_steps"].value
     args, _ = parse_arguments(["--method", "mae_lm", *out], device=CPU)
     assert args.preset == "mae_lm-tiny"
 
