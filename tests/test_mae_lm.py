@@ -360,9 +360,12 @@ def test_bad_configs_are_refused(overrides, message):
 
 
 def test_decoder_locality_bias_is_minus_each_heads_slope_times_the_distance():
-    """Head h adds -slope * 2**-h * |i - j| to every score (the positions' own, packed documents kept apart), padded
-    keys blocked; with no slope the decoder is the paper's, with no positional bias."""
-    config = tiny_mae_lm_config(decoder_locality_slope=0.5, decoder_num_attention_heads=2)
+    """Head h adds -slope * 2**-h * min(|i - j|, relative_attention_max_distance) to every score (the positions' own,
+    packed documents kept apart), padded keys blocked; with no slope the decoder is the paper's, with no positional
+    bias."""
+    config = tiny_mae_lm_config(
+        decoder_locality_slope=0.5, decoder_num_attention_heads=2, relative_attention_max_distance=4
+    )
     decoder = MaeLmForMaskedLM(config).decoder
     positions = torch.tensor([[0, 1, 2, 3, 0, 1], [0, 1, 2, 3, 4, 5]])
     documents = torch.tensor([[0, 0, 0, 0, 1, 1], [0, 0, 0, 0, 0, 0]])
@@ -375,7 +378,8 @@ def test_decoder_locality_bias_is_minus_each_heads_slope_times_the_distance():
             for query in range(6):
                 for key in range(6):
                     blocked = not attention_mask[row, key] or documents[row, query] != documents[row, key]
-                    expected = lowest if blocked else -slope * abs(int(positions[row, query] - positions[row, key]))
+                    distance = min(abs(int(positions[row, query] - positions[row, key])), 4)
+                    expected = lowest if blocked else -slope * distance
                     assert mask[row, head, query, key].item() == pytest.approx(expected), (row, head, query, key)
     assert MaeLmConfig().decoder_locality_slope == 0.0 and MaeLmConfig().decoder_value_init_std is None
 

@@ -35,8 +35,9 @@ class MaeLmConfig(PreTrainedConfig):
             the widths differ.
         decoder_locality_slope (`float`, defaults to 0.0):
             A fixed bias `-slope * |i - j|` on the decoder's attention scores (ALiBi's form), head h's slope being
-            `decoder_locality_slope * 2**-h`, so that from the first step a masked position attends to the kept
-            tokens beside it. 0 leaves the paper's decoder, which has no positional bias.
+            `decoder_locality_slope * 2**-h` and the distance counted up to `relative_attention_max_distance`, so
+            that from the first step a masked position attends to the kept tokens beside it. 0 leaves the paper's
+            decoder, which has no positional bias.
         decoder_value_init_std (`float`, optional):
             Standard deviation of the decoder attention's value and output projections at initialisation (default:
             `initializer_range`, the paper's). Larger, the neighbours' states that attention brings to a masked

@@ -512,10 +512,13 @@ class MaeLmDecoder(nn.Module):
         return hidden_states
 
     def locality_bias(self, device: torch.device) -> torch.Tensor:
-        """(heads, 2 * max_positions - 1): the locality bias of each signed distance, as RelativeBias reads it."""
+        """(heads, 2 * max_positions - 1): the locality bias of each signed distance, as RelativeBias reads it. The
+        distance counts up to relative_attention_max_distance, as the encoder's buckets do, so that query blocks
+        gather only the keys nearer than that."""
         positions = self.config.max_position_embeddings
         slopes = locality_slopes(self.config.decoder_locality_slope, self.config.decoder_num_attention_heads)
-        return -slopes.to(device)[:, None] * torch.arange(-(positions - 1), positions, device=device).abs()
+        distances = torch.arange(-(positions - 1), positions, device=device).abs()
+        return -slopes.to(device)[:, None] * distances.clamp(max=self.config.relative_attention_max_distance)
 
     def locality_attention(
         self,
@@ -527,14 +530,12 @@ class MaeLmDecoder(nn.Module):
         """(mask, attention function) for every layer, as `MaeLmModel.relative_attention` picks them for the encoder:
         the locality bias with padding and other documents blocked, dense for eager and short sdpa inputs, else a
         `RelativeBias` for relative_attention.py's functions."""
-        key_padding = ~attention_mask.bool()
-        # Every key counts as near (saturation = the position table): the bias keeps falling with distance.
         bias = RelativeBias(
             self.locality_bias(position_ids.device),
             position_ids,
-            key_padding,
+            ~attention_mask.bool(),
             document_ids,
-            self.config.max_position_embeddings,
+            self.config.relative_attention_max_distance,
         )
         implementation = self.config._attn_implementation
         if implementation == "flex_attention":
