@@ -127,9 +127,11 @@ def largest_saved_tensor(model, batch) -> int:
     return largest[0]
 
 
-def test_query_blocks_keep_nothing_the_size_of_the_bias_for_backward():
-    """The dense path keeps (rows, heads, L, L) for backward; query blocks keep no tensor of even L x L elements."""
-    config = tiny_mae_lm_config(**CONFIG, max_position_embeddings=256)
+@pytest.mark.parametrize("decoder_locality_slope", [0.0, 1.0])
+def test_query_blocks_keep_nothing_the_size_of_the_bias_for_backward(decoder_locality_slope):
+    """The dense path keeps (rows, heads, L, L) for backward; query blocks keep no tensor of even L x L elements, in
+    the encoder nor, with its locality bias, in the decoder."""
+    config = tiny_mae_lm_config(**CONFIG, max_position_embeddings=256, decoder_locality_slope=decoder_locality_slope)
     length = 192
     ids = torch.randint(5, 60, (1, length))
     batch = {"input_ids": ids.masked_fill(torch.rand(1, length) < 0.15, MASK_TOKEN_ID), "labels": ids}
