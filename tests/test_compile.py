@@ -133,10 +133,10 @@ def with_next_sentence_labels(batches):
     ]
 
 
-def mae_lm_objective(delta: float):
+def mae_lm_objective(delta: float, **config):
     dropout_free = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     return (
-        lambda: MaeLmForMaskedLM(tiny_mae_lm_config(**dropout_free)),
+        lambda: MaeLmForMaskedLM(tiny_mae_lm_config(**dropout_free, **config)),
         bert_collated(DataCollatorForMaeLm, mask_in_encoder_fraction=delta),
     )
 
@@ -146,6 +146,8 @@ OBJECTIVES = {
     "mae_lm δ=0": mae_lm_objective(0.0),
     "mae_lm δ=0.5": mae_lm_objective(0.5),
     "mae_lm δ=1": mae_lm_objective(1.0),
+    # The small-run presets' decoder options: the decoder's attention with its locality bias.
+    "mae_lm δ=0, decoder options": mae_lm_objective(0.0, decoder_locality_slope=1.0, decoder_value_init_std=0.2),
     "biphasic_mlm": (biphasic("mlm"), biphasic_collated),
     "biphasic_clm": (biphasic("clm"), biphasic_collated),
     "tacl": (
@@ -180,7 +182,9 @@ def test_every_objectives_training_step_compiles_whole_to_one_graph_equal_to_eag
     assert not torch.equal(masks[0], masks[1]), "the batches mask other positions"
     eager = [step_results(model, batch) for batch in batches]
     torch._dynamo.reset()
-    counter = CompileCounterWithBackend("aot_eager" if name in ("mae_lm δ=0", "tacl") else "eager")
+    counter = CompileCounterWithBackend(
+        "aot_eager" if name in ("mae_lm δ=0", "mae_lm δ=0, decoder options", "tacl") else "eager"
+    )
     compiled = torch.compile(model, backend=counter, fullgraph=True, dynamic=False)
     for batch, (loss, gradients) in zip(batches, eager):
         compiled_loss, compiled_gradients = step_results(compiled, batch)

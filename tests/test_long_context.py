@@ -27,6 +27,8 @@ def use_path(model, path: str):
     if path == "query blocks":
         encoder = model.mae_lm if isinstance(model, MaeLmForMaskedLM) else model
         encoder.dense_bias_max_length, encoder.query_block_size = 0, 7
+        if isinstance(model, MaeLmForMaskedLM):
+            model.decoder.dense_bias_max_length, model.decoder.query_block_size = 0, 7
     return model
 
 
@@ -83,6 +85,19 @@ def test_every_attention_path_trains_as_the_dense_eager_bias(path, flex_backward
         torch.testing.assert_close(path_gradients[name], gradient, msg=name)
 
 
+@pytest.mark.parametrize("path", ["dense sdpa", "query blocks", "flex"])
+def test_every_attention_path_trains_the_decoders_locality_bias_as_the_dense_eager_one(path, flex_backward_on_cpu):
+    """The decoder's locality bias (config.decoder_locality_slope) on the same batch: same loss and gradients."""
+    torch.manual_seed(0)
+    base = MaeLmForMaskedLM(tiny_mae_lm_config(**CONFIG, decoder_locality_slope=1.0))
+    batch = packed_padded_batch()
+    loss, _, gradients = step(use_path(copy.deepcopy(base), "dense eager"), batch)
+    path_loss, _, path_gradients = step(use_path(copy.deepcopy(base), path), batch)
+    torch.testing.assert_close(path_loss, loss)
+    for name, gradient in gradients.items():
+        torch.testing.assert_close(path_gradients[name], gradient, msg=name)
+
+
 @pytest.mark.parametrize("path", ["query blocks", "flex"])
 def test_every_attention_path_encodes_a_padded_batch_as_the_dense_bias(path):
     """The fine-tuning layout (padding dropped before the layers, attention per padded row): same states at the
@@ -112,9 +127,11 @@ def largest_saved_tensor(model, batch) -> int:
     return largest[0]
 
 
-def test_query_blocks_keep_nothing_the_size_of_the_bias_for_backward():
-    """The dense path keeps (rows, heads, L, L) for backward; query blocks keep no tensor of even L x L elements."""
-    config = tiny_mae_lm_config(**CONFIG, max_position_embeddings=256)
+@pytest.mark.parametrize("decoder_locality_slope", [0.0, 1.0])
+def test_query_blocks_keep_nothing_the_size_of_the_bias_for_backward(decoder_locality_slope):
+    """The dense path keeps (rows, heads, L, L) for backward; query blocks keep no tensor of even L x L elements, in
+    the encoder nor, with its locality bias, in the decoder."""
+    config = tiny_mae_lm_config(**CONFIG, max_position_embeddings=256, decoder_locality_slope=decoder_locality_slope)
     length = 192
     ids = torch.randint(5, 60, (1, length))
     batch = {"input_ids": ids.masked_fill(torch.rand(1, length) < 0.15, MASK_TOKEN_ID), "labels": ids}

@@ -350,11 +350,94 @@ def test_a_sequence_longer_than_the_position_table_is_refused():
     [
         (dict(hidden_size=30), "not divisible"),
         (dict(relative_attention_num_buckets=7), "even"),
+        (dict(decoder_locality_slope=-1.0), "decoder_locality_slope must be >= 0"),
+        (dict(decoder_value_init_std=0.0), "decoder_value_init_std must be > 0"),
     ],
 )
 def test_bad_configs_are_refused(overrides, message):
     with pytest.raises(ValueError, match=message):
         tiny_mae_lm_config(**overrides)
+
+
+def test_decoder_locality_bias_is_minus_each_heads_slope_times_the_distance():
+    """Head h adds -slope * 2**-h * min(|i - j|, relative_attention_max_distance) to every score (the positions' own,
+    packed documents kept apart), padded keys blocked; with no slope the decoder is the paper's, with no positional
+    bias."""
+    config = tiny_mae_lm_config(
+        decoder_locality_slope=0.5, decoder_num_attention_heads=2, relative_attention_max_distance=4
+    )
+    decoder = MaeLmForMaskedLM(config).decoder
+    positions = torch.tensor([[0, 1, 2, 3, 0, 1], [0, 1, 2, 3, 4, 5]])
+    documents = torch.tensor([[0, 0, 0, 0, 1, 1], [0, 0, 0, 0, 0, 0]])
+    attention_mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]])
+    mask, function = decoder.locality_attention(positions, attention_mask, documents, torch.float32)
+    assert function is None and mask.shape == (2, 2, 6, 6)
+    lowest = torch.finfo(torch.float32).min
+    for row in range(2):
+        for head, slope in enumerate((0.5, 0.25)):
+            for query in range(6):
+                for key in range(6):
+                    blocked = not attention_mask[row, key] or documents[row, query] != documents[row, key]
+                    distance = min(abs(int(positions[row, query] - positions[row, key])), 4)
+                    expected = lowest if blocked else -slope * distance
+                    assert mask[row, head, query, key].item() == pytest.approx(expected), (row, head, query, key)
+    assert MaeLmConfig().decoder_locality_slope == 0.0 and MaeLmConfig().decoder_value_init_std is None
+
+
+def test_decoder_locality_bias_turns_a_masked_positions_attention_to_its_neighbours():
+    """Through the model: at initialisation (scores near 0) the decoder's attention at a position falls off with the
+    distance as exp(-slope * 2**-h * distance), and without the bias it is near uniform."""
+    torch.manual_seed(0)
+    captured = []
+    for slope in (1.0, 0.0):
+        model = MaeLmForMaskedLM(
+            tiny_mae_lm_config(decoder_locality_slope=slope, decoder_num_attention_heads=2, initializer_range=1e-4)
+        ).eval()
+        model.set_attn_implementation("eager")
+        layer = model.decoder.layers[0].attention
+        hook = layer.register_forward_hook(lambda module, inputs, output: captured.append(output[1]))
+        with torch.no_grad():
+            model(torch.randint(5, 60, (1, 9)))
+        hook.remove()
+    local, uniform = captured
+    distance = (torch.arange(9)[:, None] - torch.arange(9)[None, :]).abs()
+    for head, slope in enumerate((1.0, 0.5)):
+        expected = torch.softmax(-slope * distance.double(), dim=-1)
+        torch.testing.assert_close(local[0, head].double(), expected, atol=1e-3, rtol=0)
+    torch.testing.assert_close(uniform[0], torch.full((2, 9, 9), 1 / 9), atol=1e-3, rtol=0)
+
+
+def test_decoder_value_init_std_sets_only_the_decoders_value_and_output_projections():
+    torch.manual_seed(0)
+    config = tiny_mae_lm_config(
+        hidden_size=64, decoder_value_init_std=0.2, initializer_range=0.02, decoder_num_hidden_layers=2
+    )
+    model = MaeLmForMaskedLM(config)
+    for layer in model.decoder.layers:
+        for projection in (layer.attention.v_proj, layer.attention.o_proj):
+            assert projection.weight.std().item() == pytest.approx(0.2, rel=0.1)
+            assert projection.bias.abs().max() == 0
+        for projection in (layer.attention.q_proj, layer.attention.k_proj, layer.intermediate):
+            assert projection.weight.std().item() == pytest.approx(0.02, rel=0.1)
+    assert model.mae_lm.layers[0].attention.v_proj.weight.std().item() == pytest.approx(0.02, rel=0.1)
+
+
+def test_the_decoder_options_survive_a_save_and_load(tmp_path):
+    """Both fields in config.json, the saved weights loaded as they are (not drawn again at the larger std), and the
+    same loss after loading."""
+    torch.manual_seed(0)
+    model = MaeLmForMaskedLM(tiny_mae_lm_config(decoder_locality_slope=1.0, decoder_value_init_std=0.2)).eval()
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["decoder_locality_slope"] == 1.0 and saved["decoder_value_init_std"] == 0.2
+    loaded = MaeLmForMaskedLM.from_pretrained(tmp_path).eval()
+    assert loaded.config.decoder_locality_slope == 1.0 and loaded.config.decoder_value_init_std == 0.2
+    torch.testing.assert_close(
+        loaded.decoder.layers[0].attention.v_proj.weight, model.decoder.layers[0].attention.v_proj.weight
+    )
+    batch = sample_batch()
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(**batch).loss, model(**batch).loss)
 
 
 SENTENCES = [

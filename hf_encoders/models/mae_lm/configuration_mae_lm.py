@@ -33,6 +33,18 @@ class MaeLmConfig(PreTrainedConfig):
         decoder_hidden_size, decoder_num_attention_heads, decoder_intermediate_size (`int`, optional):
             Decoder shape; default to the encoder's. A linear projection joins encoder and decoder when
             the widths differ.
+        decoder_locality_slope (`float`, defaults to 0.0):
+            A fixed bias `-slope * |i - j|` on the decoder's attention scores (ALiBi's form), head h's slope being
+            `decoder_locality_slope * 2**-h` and the distance counted up to `relative_attention_max_distance`, so
+            that from the first step a masked position attends to the kept tokens beside it. 0 leaves the paper's
+            decoder, which has no positional bias.
+        decoder_value_init_std (`float`, optional):
+            Standard deviation of the decoder attention's value and output projections at initialisation (default:
+            `initializer_range`, the paper's). Larger, the neighbours' states that attention brings to a masked
+            position reach the LM head at once, rather than through two near-zero projections.
+        The two decoder options are what lets a small MAE-LM learn from scratch (docs/pretraining.md, "Small runs
+        from scratch"): without them the decoder settles on the token frequencies, which need no encoder, before it
+        learns to read the encoder, and the encoder collapses.
     """
 
     model_type = "mae_lm"
@@ -69,6 +81,8 @@ class MaeLmConfig(PreTrainedConfig):
     decoder_hidden_size: int | None = None
     decoder_num_attention_heads: int | None = None
     decoder_intermediate_size: int | None = None
+    decoder_locality_slope: float = 0.0
+    decoder_value_init_std: float | None = None
     classifier_dropout: float | None = None
     tie_word_embeddings: bool = True
 
@@ -102,6 +116,15 @@ class MaeLmConfig(PreTrainedConfig):
             raise ValueError(
                 f"relative_attention_num_buckets must be an even number >= 4 (half per direction), "
                 f"got {self.relative_attention_num_buckets}."
+            )
+        if self.decoder_locality_slope < 0:
+            raise ValueError(
+                f"decoder_locality_slope must be >= 0 (0: no locality bias), got {self.decoder_locality_slope}."
+            )
+        if self.decoder_value_init_std is not None and self.decoder_value_init_std <= 0:
+            raise ValueError(
+                f"decoder_value_init_std must be > 0 (or None for initializer_range), got "
+                f"{self.decoder_value_init_std}."
             )
         exact = self.relative_attention_num_buckets // 4
         if self.relative_attention_max_distance - 1 <= exact:

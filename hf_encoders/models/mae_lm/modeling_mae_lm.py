@@ -17,6 +17,7 @@ from functools import partial
 import torch
 from torch import nn
 from transformers import PreTrainedModel
+from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.masking_utils import create_bidirectional_mask, packed_sequence_mask_function
 from transformers.modeling_layers import GradientCheckpointingLayer
@@ -208,6 +209,13 @@ class MaeLmPreTrainedModel(CheckpointMixin, PreTrainedModel):
     model_description = "an MAE-LM one"
     # Set once the first batch's padding has been compared with config.pad_token_id (warn_if_padding_differs).
     padding_checked = False
+
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        # The decoder's value and output projections, tagged by MaeLmDecoder (config.decoder_value_init_std).
+        std = getattr(module, "init_std", None)
+        if std is not None:
+            init.normal_(module.weight, mean=0.0, std=std)
 
     def warn_if_padding_differs(self, input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None) -> None:
         """The token embedding's `padding_idx` is config.pad_token_id: that row never learns. A batch padded with
@@ -429,9 +437,22 @@ class MaeLmModel(MaeLmPreTrainedModel):
         )
 
 
+def locality_slopes(slope: float, heads: int) -> torch.Tensor:
+    """Each decoder head's slope of the locality bias (`MaeLmConfig.decoder_locality_slope`): slope * 2**-h."""
+    return slope * 2.0 ** -torch.arange(heads, dtype=torch.float32)
+
+
 class MaeLmDecoder(nn.Module):
     """The shallow pre-training decoder: bidirectional, no dropout, no relative bias, its own absolute
-    positions and embedding LayerNorm. A linear map joins encoder and decoder when their widths differ."""
+    positions and embedding LayerNorm. A linear map joins encoder and decoder when their widths differ.
+
+    With `config.decoder_locality_slope`, its attention adds a fixed bias, -slope * |distance| per head, through the
+    encoder's machinery for a per-distance bias (relative_attention.py: one (heads, distances) table, read by every
+    layer, densely, by query blocks or by flex_attention)."""
+
+    # The locality bias's attention paths, as the encoder's (MaeLmModel).
+    dense_bias_max_length = 1024
+    query_block_size = 512
 
     def __init__(self, config: MaeLmConfig):
         super().__init__()
@@ -451,6 +472,9 @@ class MaeLmDecoder(nn.Module):
             )
             for _ in range(config.decoder_num_hidden_layers)
         )
+        if config.decoder_value_init_std is not None:
+            for layer in self.layers:  # read by MaeLmPreTrainedModel._init_weights
+                layer.attention.v_proj.init_std = layer.attention.o_proj.init_std = config.decoder_value_init_std
 
     def forward(
         self,
@@ -467,7 +491,11 @@ class MaeLmDecoder(nn.Module):
         # attend to everything rather than to nothing.
         attention_mask = attention_mask.masked_fill(~attention_mask.bool().any(-1, keepdim=True), 1)
         attention_function = None
-        if self.config._attn_implementation == "flex_attention":
+        if self.config.decoder_locality_slope:
+            mask, attention_function = self.locality_attention(
+                position_ids, attention_mask, document_ids, hidden_states.dtype
+            )
+        elif self.config._attn_implementation == "flex_attention":
             # The encoder's flex function without a bias: eager on CPU, where transformers' would compile.
             mask = RelativeBias(None, position_ids, ~attention_mask.bool(), document_ids).prepare_flex()
             attention_function = flex_relative_attention
@@ -482,6 +510,40 @@ class MaeLmDecoder(nn.Module):
         for layer in self.layers:
             hidden_states, _ = layer(hidden_states, mask, attention_function=attention_function)
         return hidden_states
+
+    def locality_bias(self, device: torch.device) -> torch.Tensor:
+        """(heads, 2 * max_positions - 1): the locality bias of each signed distance, as RelativeBias reads it. The
+        distance counts up to relative_attention_max_distance, as the encoder's buckets do, so that query blocks
+        gather only the keys nearer than that."""
+        positions = self.config.max_position_embeddings
+        slopes = locality_slopes(self.config.decoder_locality_slope, self.config.decoder_num_attention_heads)
+        distances = torch.arange(-(positions - 1), positions, device=device).abs()
+        return -slopes.to(device)[:, None] * distances.clamp(max=self.config.relative_attention_max_distance)
+
+    def locality_attention(
+        self,
+        position_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        document_ids: torch.Tensor | None,
+        dtype: torch.dtype,
+    ) -> tuple[torch.Tensor | RelativeBias, Callable | None]:
+        """(mask, attention function) for every layer, as `MaeLmModel.relative_attention` picks them for the encoder:
+        the locality bias with padding and other documents blocked, dense for eager and short sdpa inputs, else a
+        `RelativeBias` for relative_attention.py's functions."""
+        bias = RelativeBias(
+            self.locality_bias(position_ids.device),
+            position_ids,
+            ~attention_mask.bool(),
+            document_ids,
+            self.config.relative_attention_max_distance,
+        )
+        implementation = self.config._attn_implementation
+        if implementation == "flex_attention":
+            return bias.prepare_flex(), flex_relative_attention
+        if implementation == "sdpa" and position_ids.shape[-1] > self.dense_bias_max_length:
+            return bias.gather_query_blocks(self.query_block_size), query_blocks_attention
+        queries = slice(0, position_ids.shape[-1])
+        return bias.block_bias(queries, bias.near_bias(queries), dtype), None
 
 
 class MaeLmLMHead(nn.Module):
