@@ -30,7 +30,6 @@ from .methods import METHODS, get_method
 from .metrics import classification_metrics
 from .training.arguments import PretrainArguments
 from .training.loss_curves import plot_loss_curves
-from .training.presets import presets
 from .training.pretrain import pretrain
 from .training.resume import last_complete_checkpoint
 
@@ -151,9 +150,6 @@ def pretrain_all(settings, tokenizer_dir: Path, names: list[str], state: DemoSta
             block_size=settings.block_size,
             model_size=None if method.demo_continues else "tiny",  # a continued encoder keeps its own size
             model_name_or_path=runs[method.demo_continues]["path"] if method.demo_continues else None,
-            # The model config fields of the method's tiny small-run preset (MAE-LM's decoder options): the demo
-            # sets the rate itself, which leaves the rest of the preset out.
-            config_overrides=None if method.demo_continues else tiny_preset_config(name),
         )
         training_args = demo_training_arguments(
             output_dir,
@@ -168,12 +164,6 @@ def pretrain_all(settings, tokenizer_dir: Path, names: list[str], state: DemoSta
         state.data["pretrained"][name] = runs[name]["path"]
         state.save()
     return runs
-
-
-def tiny_preset_config(method: str) -> str | None:
-    """The `--config_overrides` of `method`'s tiny small-run preset (None without one, or without config fields)."""
-    preset = presets().get(f"{method}-tiny")
-    return preset.config_overrides() if preset else None
 
 
 def word_order_task(sentences: list[str], seed: int) -> Dataset:
@@ -268,7 +258,7 @@ def write_report(settings, runs: dict, analysis: list[LayerwiseReport], accuraci
             "context, so its other columns say little about its method. BERT's 80/10/10 masking leaves a tenth of "
             "the targets in place, so mlm can go about half a nat below H by copying them. At this budget the "
             "pre-LN, rotary biphasic network leaves the plateau within a few hundred steps and mlm within the run. "
-            "MAE-LM leaves it through its small-run decoder options, a locality bias and larger value projections "
+            "MAE-LM leaves it through the decoder options of its tiny size, a locality bias and larger value projections "
             "in its decoder, without which the decoder learns token frequencies before it reads the encoder "
             "(docs/pretraining.md, small runs). TaCL's row is its MLM term, which its contrastive term pulls back "
             "above the baseline it continues.",

@@ -85,7 +85,7 @@ def test_the_copies_learn_apart(family, tmp_path):
 
 def tiny_mae_lm_checkpoint(folder, tokenizer) -> str:
     """tiny, half as wide: the checkpoint `--model_size tiny` widens two times."""
-    half = dict(SIZES["tiny"], hidden_size=32, num_attention_heads=1, intermediate_size=128)
+    half = dict(SIZES["tiny"], hidden_size=32, num_attention_heads=1, intermediate_size=128, decoder_locality_slope=0)
     config = MaeLmConfig(vocab_size=len(tokenizer), mask_token_id=tokenizer.mask_token_id, **half)
     MaeLmForMaskedLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -96,7 +96,12 @@ def test_pretrain_starts_from_the_widened_checkpoint(tmp_path):
     tokenizer = corpus_tokenizer()
     small_dir = tiny_mae_lm_checkpoint(tmp_path / "small", tokenizer)
     args = PretrainArguments(
-        method="mae_lm", init_from_smaller=small_dir, model_size="tiny", max_documents=20, block_size=32
+        method="mae_lm",
+        init_from_smaller=small_dir,
+        model_size="tiny",
+        config_overrides="decoder_locality_slope=0",  # the checkpoint's decoder, the paper's
+        max_documents=20,
+        block_size=32,
     )
     get_recipe("mae_lm").check_arguments(args)
     model = get_recipe("mae_lm").build_model(args, tokenizer).eval()
@@ -125,6 +130,7 @@ REFUSALS = [
     ),
     (dict(WIDER_MAE_LM, num_hidden_layers=3), r"has num_hidden_layers 2, the new model 3: the tiling widens a model"),
     (dict(WIDER_MAE_LM, relative_attention_num_buckets=16), "set it to 8 with --config_overrides"),
+    (dict(WIDER_MAE_LM, decoder_locality_slope=1.0), "decoder_locality_slope 0.0, the new model 1.0"),
     ({}, "is as large as the new model \\(hidden_size 32, 2 layers\\): continue it with --model_name_or_path"),
 ]
 
@@ -134,6 +140,13 @@ def test_a_checkpoint_that_does_not_tile_is_refused(wider, message, tmp_path):
     MaeLmForMaskedLM(tiny_mae_lm_config()).save_pretrained(tmp_path)
     with pytest.raises(ValueError, match=message):
         grow_into(MaeLmForMaskedLM(tiny_mae_lm_config(**wider)), str(tmp_path))
+
+
+def test_a_decoder_locality_bias_is_refused_when_its_heads_would_be_copied(tmp_path):
+    """Its slope halves from head to head: a widened head's copies would get other slopes than the head they copy."""
+    MaeLmForMaskedLM(tiny_mae_lm_config(decoder_locality_slope=1.0)).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"decoder_locality_slope 1\.0 gives each head its own value"):
+        grow_into(MaeLmForMaskedLM(tiny_mae_lm_config(**WIDER_MAE_LM, decoder_locality_slope=1.0)), str(tmp_path))
 
 
 def test_a_biphasic_model_grows_deeper_but_never_shallower(tmp_path):

@@ -10,9 +10,9 @@ from hf_encoders import MaeLmForMaskedLM
 from hf_encoders.methods import METHODS, load
 from hf_encoders.training import pretrain
 from hf_encoders.training.fast_path import Device
-from hf_encoders.training.model_sizes import config_override_pairs
 from hf_encoders.training.presets import card_lines, get_preset, presets
 from hf_encoders.training.pretrain import check_optimizer, parse_arguments
+from hf_encoders.training.recipe import get_recipe
 from hf_encoders_cli import main
 from tests.tiny_models import tiny_mae_lm_config
 
@@ -218,29 +218,27 @@ def test_a_model_from_scratch_without_optimisation_flags_gets_its_small_run_pres
         with CaptureLogger(pretrain.logger) as log:
             pretrain.log_preset(args, training_args)
         assert args.preset == f"{method}-small" and f"Preset {method}-small" in log.out
-        assert training_args.learning_rate == small["small"].options["learning_rate"].value
-        assert training_args.warmup_steps == small["small"].options["warmup_steps"].value
+        assert training_args.learning_rate == small["small"]["learning_rate"].value
+        assert training_args.warmup_steps == small["small"]["warmup_steps"].value
     args, _ = parse_arguments(["--method", "mae_lm", *out], device=CPU)
     assert args.preset == "mae_lm-tiny"
 
 
-def test_mae_lms_small_run_preset_builds_its_model_with_the_decoder_options(tmp_path):
-    """The preset's config fields reach the model's config overrides; --config_overrides replaces them field by
-    field, and the run logs what it changed."""
-    out = ["--method", "mae_lm", "--output_dir", str(tmp_path)]
-    args, _ = parse_arguments(out, device=CPU)
-    assert dict(config_override_pairs(args.config_overrides)) == {
-        "decoder_locality_slope": "1.0",
-        "decoder_value_init_std": "0.2",
-    }
-    args, training_args = parse_arguments([*out, "--config_overrides", "decoder_locality_slope=0.5"], device=CPU)
-    assert dict(config_override_pairs(args.config_overrides)) == {
-        "decoder_locality_slope": "0.5",
-        "decoder_value_init_std": "0.2",
-    }
-    with CaptureLogger(pretrain.logger) as log:
-        pretrain.log_preset(args, training_args)
-    assert "decoder_locality_slope=0.5 (preset: 1.0)" in log.out
+@pytest.mark.parametrize("flags", [[], ["--learning_rate", "1e-3"]])
+def test_a_tiny_or_small_mae_lm_has_the_decoder_options_whoever_sets_the_rate(tmp_path, wordpiece_tokenizer, flags):
+    """The decoder options are part of MAE-LM's tiny and small sizes, not of their small-run presets: a run that sets
+    its own rate keeps them; the paper's base size has the paper's decoder; --config_overrides replaces them."""
+    recipe = get_recipe("mae_lm")
+
+    def decoder_options(*more):
+        args, _ = parse_arguments(["--method", "mae_lm", "--output_dir", str(tmp_path), *flags, *more], device=CPU)
+        config = recipe.build_model(args, wordpiece_tokenizer).config
+        return config.decoder_locality_slope, config.decoder_value_init_std
+
+    assert decoder_options() == (1.0, 0.2)
+    assert decoder_options("--model_size", "small") == (1.0, 0.1)
+    assert decoder_options("--model_size", "base", "--config_overrides", "num_hidden_layers=1") == (0.0, None)
+    assert decoder_options("--config_overrides", "decoder_locality_slope=0.5") == (0.5, 0.2)
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """A tiny model built from scratch with the demo's small-run settings reads context: its masked-LM loss falls below
 what a model that reads no context scores on its corpus (the unigram entropy, less what BERT's 80/10/10 masking lets
-a model copy) by a margin, for MLM and for MAE-LM with its preset's decoder options."""
+a model copy) by a margin, for MLM and for MAE-LM with its tiny size's decoder options."""
 
 import math
 
@@ -11,7 +11,6 @@ from hf_encoders.data.embedded import embedded_documents
 from hf_encoders.data.tokenizer import train_wordpiece_tokenizer
 from hf_encoders.demo import PLATEAU_MARGIN, build_parser, demo_training_arguments
 from hf_encoders.training.arguments import PretrainArguments
-from hf_encoders.training.presets import get_preset
 from hf_encoders.training.pretrain import pretrain
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -19,7 +18,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 # A corpus small enough to be seen many times in a few hundred steps of a few seconds.
 DOCUMENTS = 5
 STEPS = 800
-# MAE-LM's run: short enough that, without its preset's decoder options, it ends less than PLATEAU_MARGIN below the
+# MAE-LM's run: short enough that, without its tiny size's decoder options, it ends less than PLATEAU_MARGIN below the
 # unigram entropy (this corpus is small enough to be learned by heart in a longer run, by any decoder).
 MAE_LM_STEPS = 300
 # How far below the no-context loss the run must end (nats).
@@ -33,8 +32,7 @@ def last_losses(log_history: list[dict]) -> float:
 
 
 def tiny_run(tmp_path, name: str, method: str = "mlm", steps: int = STEPS, **overrides) -> tuple[float, float, float]:
-    """(unigram entropy, first logged loss, last logged losses) of a tiny run from scratch on the demo's settings, with
-    the model config fields of the method's tiny small-run preset."""
+    """(unigram entropy, first logged loss, last logged losses) of a tiny run from scratch on the demo's settings."""
     settings = build_parser().parse_args(["--output_dir", str(tmp_path)])
     texts = embedded_documents()[:DOCUMENTS]
     tokenizer = train_wordpiece_tokenizer(texts, vocab_size=settings.vocab_size)
@@ -44,7 +42,6 @@ def tiny_run(tmp_path, name: str, method: str = "mlm", steps: int = STEPS, **ove
         method=method,
         tokenizer_name=str(tmp_path / "tokenizer"),
         model_size="tiny",
-        config_overrides=get_preset(f"{method}-tiny").config_overrides(),
         block_size=32,
         max_documents=DOCUMENTS,
     )
@@ -78,7 +75,7 @@ def test_the_small_run_settings_take_a_tiny_model_from_scratch_off_the_unigram_p
 
 def test_the_small_run_settings_take_a_tiny_mae_lm_from_scratch_off_the_unigram_plateau(tmp_path):
     """MAE-LM shows every target as [MASK] and hides it from the encoder: nothing can be copied, so the unigram
-    entropy is the loss of a model that reads no context. The preset's decoder options take it below."""
+    entropy is the loss of a model that reads no context. Its tiny size's decoder options take it below."""
     plateau, first, last = tiny_run(tmp_path, "mae_lm", method="mae_lm", steps=MAE_LM_STEPS)
     assert first > plateau
     assert last < plateau - PLATEAU_MARGIN, (last, plateau)

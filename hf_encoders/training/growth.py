@@ -40,6 +40,9 @@ class Family:
     readout_norm: str  # the norm whose output a tied vocabulary projection reads
     layers: str | None = None  # where the layers are, for a family that may grow deeper (pre-norm layers only)
     layer_outputs: tuple[str, ...] = ()  # the projections a layer adds to the residual stream through
+    # Config fields that give each head its own value (a slope halved from head to head): the copies of a widened
+    # head would get other values, so the tiling keeps the function only where they are 0.
+    per_head: tuple[str, ...] = ()
 
 
 FAMILIES = {
@@ -59,11 +62,13 @@ FAMILIES = {
             "max_position_embeddings",
             "relative_attention_num_buckets",
             "relative_attention_max_distance",
+            "decoder_locality_slope",
             "hidden_act",
             "layer_norm_eps",
             "tie_word_embeddings",
         ),
         readout_norm="lm_head.layer_norm",
+        per_head=("decoder_locality_slope",),
     ),
     "biphasic": Family(
         widths=("hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size"),
@@ -87,6 +92,13 @@ def width_factor(source: PreTrainedConfig, target: PreTrainedConfig, checkpoint:
                 f"{getattr(source, field)!r} with --config_overrides."
             )
     factor = target.hidden_size // source.hidden_size
+    for field in family.per_head:
+        if getattr(target, field) and factor > 1:
+            raise ValueError(
+                f"--init_from_smaller {checkpoint}: {field} {getattr(target, field)!r} gives each head its own value, "
+                f"which the widened copies of a head cannot keep; grow a checkpoint built with {field}=0 and pass "
+                f"--config_overrides {field}=0."
+            )
     for field in family.widths:
         if getattr(target, field) != factor * getattr(source, field):
             shown = ", ".join(f"{name} {getattr(source, name)} -> {getattr(target, name)}" for name in family.widths)

@@ -82,31 +82,21 @@ def presets(small: bool = True) -> dict[str, Preset]:
     found = [preset for method in METHODS.values() if method.presets for preset in load(method.presets).values()]
     if small:
         found += [
-            small_run_preset(method.name, size, run)
+            small_run_preset(method.name, size, values)
             for method in METHODS.values()
             if method.small_runs
-            for size, run in load(method.small_runs).items()
+            for size, values in load(method.small_runs).items()
         ]
     return {preset.name: preset for preset in found}
 
 
-@dataclass(frozen=True)
-class SmallRun:
-    """A method's small-run settings for one size: pretrain's options, and the model config fields the size's model
-    is built with beside its --model_size shape (entering as --config_overrides, as a paper preset's do)."""
-
-    options: dict[str, Sourced]
-    config: dict[str, Sourced] = field(default_factory=dict)
-
-
-def small_run_preset(method: str, size: str, run: SmallRun) -> Preset:
+def small_run_preset(method: str, size: str, values: dict[str, Sourced]) -> Preset:
     return Preset(
         name=f"{method}-{size}",
         method=method,
         paper="the small-run defaults of a model built from scratch",
         summary=f"a --model_size {size} model from scratch on a small budget",
-        options={"model_size": Sourced(size, "the preset's size"), **run.options},
-        config=run.config,
+        options={"model_size": Sourced(size, "the preset's size"), **values},
     )
 
 
@@ -192,14 +182,12 @@ def card_lines(args, training_args) -> list[str]:
 MEASURED = "measured on a held-out corpus (docs/pretraining.md, Small runs from scratch)"
 
 
-def small_run_settings(learning_rate: float, source: str = MEASURED, config: dict | None = None) -> SmallRun:
+def small_run_settings(learning_rate: float, source: str = MEASURED) -> dict[str, Sourced]:
     """A small run's settings: its peak rate, 10% warm-up, linear decay and a 2,000-token vocabulary (a small
-    model's output layer is most of its compute, and a smaller vocabulary leaves the unigram entropy as it is), and
-    the model `config` fields (name -> value) it was measured with."""
-    options = {
+    model's output layer is most of its compute, and a smaller vocabulary leaves the unigram entropy as it is)."""
+    return {
         "learning_rate": Sourced(learning_rate, source),
         "warmup_steps": Sourced(0.1, MEASURED + " (a fraction of the run's steps)"),
         "lr_scheduler_type": Sourced("linear", MEASURED),
         "vocab_size": Sourced(2000, MEASURED),
     }
-    return SmallRun(options, {name: Sourced(value, MEASURED) for name, value in (config or {}).items()})

@@ -10,6 +10,10 @@ from .conversion import from_encoder
 from .encoder_hold import HOLD_SUMMARY, EncoderHoldCallback, check_hold_steps, check_resumed_hold
 
 # base is the paper's (Table 3); the decoder is 1/3 of the encoder's depth as in the paper's base setting.
+# tiny and small add two decoder options the paper's decoder lacks: from scratch, a small decoder settles on the token
+# frequencies (the [MASK] embedding gives them, no encoder needed) before it reads the encoder, which then collapses;
+# a locality bias and larger value/output projections let a masked position read its neighbours from the first step
+# (small's spread is tiny's scaled by 1/sqrt(width)).
 SIZES = {
     "tiny": dict(
         hidden_size=64,
@@ -18,9 +22,17 @@ SIZES = {
         intermediate_size=256,
         decoder_num_hidden_layers=1,
         relative_attention_num_buckets=32,
+        decoder_locality_slope=1.0,
+        decoder_value_init_std=0.2,
     ),
     "small": dict(
-        hidden_size=256, num_hidden_layers=6, num_attention_heads=4, intermediate_size=1024, decoder_num_hidden_layers=2
+        hidden_size=256,
+        num_hidden_layers=6,
+        num_attention_heads=4,
+        intermediate_size=1024,
+        decoder_num_hidden_layers=2,
+        decoder_locality_slope=1.0,
+        decoder_value_init_std=0.1,
     ),
     "base": dict(
         hidden_size=768,
