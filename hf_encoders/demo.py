@@ -28,6 +28,7 @@ from .data.tokenizer import train_wordpiece_tokenizer
 from .flag_spellings import accept_dashed_spellings
 from .methods import METHODS, get_method
 from .metrics import classification_metrics
+from .model_folders import load_model
 from .training.arguments import PretrainArguments
 from .training.loss_curves import plot_loss_curves
 from .training.pretrain import pretrain
@@ -185,7 +186,7 @@ def word_order_task(sentences: list[str], seed: int) -> Dataset:
 
 def finetune(path: str, task: Dataset, settings) -> float:
     tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2, trust_remote_code=True)
+    model = load_model(AutoModelForSequenceClassification, path, num_labels=2, trust_remote_code=True)
     encoded = task.map(
         lambda batch: tokenizer(batch["text"], truncation=True, max_length=settings.block_size), batched=True
     )

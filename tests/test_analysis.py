@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 
+import huggingface_hub
 import numpy as np
 import pytest
 import torch
@@ -459,3 +460,15 @@ def test_a_folder_without_a_model_is_named_with_the_models_inside_it(tmp_path, t
     (runs / "first" / "config.json").unlink()
     with pytest.raises(ValueError, match=f"^{re.escape(str(runs))} holds no model \\(no config.json\\)\\.$"):
         analyze([str(runs), "--output_dir", str(tmp_path / "out"), "--device", "cpu"])
+
+
+def test_a_path_that_does_not_exist_is_named_as_such(tmp_path, monkeypatch):
+    """A missing local path is said in its own words; one shaped like a Hub id (out/first) also gets the Hub's
+    reason."""
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.chdir(tmp_path)
+    for missing, reason in ((str(tmp_path / "out" / "first"), r"\. Pass"), ("out/first", " and HF_HUB_OFFLINE is set")):
+        with pytest.raises(
+            TokenizerLoadError, match=f"^cannot load a tokenizer from '{re.escape(missing)}': no such folder{reason}"
+        ):
+            analyze([missing, "--output_dir", str(tmp_path / "analysis"), "--device", "cpu"])

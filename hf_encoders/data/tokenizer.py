@@ -1,6 +1,7 @@
 """A BERT-style WordPiece tokenizer trained on the spot, or a saved one loaded with `AutoTokenizer`."""
 
 from collections.abc import Iterable
+from pathlib import Path
 
 from transformers import AutoTokenizer, BertTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
@@ -37,12 +38,23 @@ def load_or_train_tokenizer(name_or_path: str | None, texts: Iterable[str], **tr
     return load_tokenizer(name_or_path, fix="Pass such a folder, or None to train a WordPiece tokenizer on the corpus.")
 
 
+def hub_shaped(name_or_path: str) -> bool:
+    """Whether `name_or_path` may name a Hub repository ("name" or "owner/name"), not only a local path."""
+    return not name_or_path.startswith((".", "/", "~")) and name_or_path.count("/") <= 1
+
+
 def load_tokenizer(name_or_path: str, fix: str, **load_kwargs) -> PreTrainedTokenizerBase:
     """`AutoTokenizer.from_pretrained`, or a `TokenizerLoadError` naming the path, the reason and `fix`."""
     try:
         return AutoTokenizer.from_pretrained(name_or_path, **load_kwargs)
     except (OSError, ValueError) as error:  # OSError: no such files; ValueError: files it cannot build from
+        where = "it is not a folder written by save_pretrained (with tokenizer.json)"
+        if not Path(name_or_path).exists():
+            if not hub_shaped(name_or_path):
+                raise TokenizerLoadError(
+                    f"cannot load a tokenizer from {name_or_path!r}: no such folder. {fix}"
+                ) from error
+            where = "no such folder"
         raise TokenizerLoadError(
-            f"cannot load a tokenizer from {name_or_path!r}: it is not a folder written by save_pretrained "
-            f"(with tokenizer.json) and {hub_unreachable_reason()} ({error}). {fix}"
+            f"cannot load a tokenizer from {name_or_path!r}: {where} and {hub_unreachable_reason()} ({error}). {fix}"
         ) from error
