@@ -223,13 +223,13 @@ def masked_lm_loss(log_history: list[dict]) -> float:
 def loss_cell(loss: float, plateau: float) -> str:
     below = plateau - loss
     flag = " — **on its plateau**" if below < PLATEAU_MARGIN else ""
-    return f"{loss:.3f} ({below:+.2f}){flag}"
+    return f"{loss:.3f} ({abs(below):.2f} {'below' if below >= 0 else 'above'} H){flag}"
 
 
 def write_report(settings, runs: dict, analysis: list[LayerwiseReport], accuracies: dict, plateau: float) -> Path:
     by_model = {report.model: report for report in analysis}
     rows = [
-        "| method | masked-LM loss, last logged (H − loss) | word-order accuracy | top-layer self-similarity | top-layer "
+        "| method | masked-LM loss, last logged | word-order accuracy | top-layer self-similarity | top-layer "
         "effective rank (clean / with [MASK]) | what else differs from mlm |",
         "|---|---|---|---|---|---|",
     ]
@@ -257,12 +257,11 @@ def write_report(settings, runs: dict, analysis: list[LayerwiseReport], accuraci
             "a model that reads no context and predicts how frequent each token is. A row less than "
             f"{PLATEAU_MARGIN} nats below it is marked as on its plateau: its encoder is not yet shown to read "
             "context, so its other columns say little about its method. BERT's 80/10/10 masking leaves a tenth of "
-            "the targets in place, so mlm can go about half a nat below H by copying them. At this budget the "
-            "pre-LN, rotary biphasic network leaves the plateau within a few hundred steps and mlm within the run. "
-            "MAE-LM leaves it through the decoder options of its tiny size, a locality bias and larger value projections "
-            "in its decoder, without which the decoder learns token frequencies before it reads the encoder "
-            "(docs/pretraining.md, small runs). TaCL's row is its MLM term, which its contrastive term pulls back "
-            "above the baseline it continues.",
+            "the targets in place, so mlm can go about half a nat below H by copying them. At the demo's default "
+            "budget the pre-LN, rotary biphasic network leaves the plateau within a few hundred steps, MAE-LM (with "
+            "the decoder options of its tiny size: a locality bias and larger value projections in its decoder) and "
+            "mlm within the run; with fewer steps they may not (docs/pretraining.md, small runs). TaCL's row is its "
+            "MLM term, which its contrastive term pulls back above the baseline it continues.",
             "",
             "Self-similarity is TaCL's Eq. 3 (lower = more discriminative tokens); effective rank is MAE-LM's rank at "
             "τ = 0.9 of the real-token representations.",

@@ -37,8 +37,11 @@ def test_every_row_names_what_else_differs_from_the_baseline(tmp_path):
     text = write_report(settings, runs, analysis, dict.fromkeys(METHODS, 0.75), plateau=5.6).read_text()
 
     rows = {line.split(" | ")[0].removeprefix("| "): line for line in text.splitlines() if line.startswith("| ")}
-    # H - loss: 0.60 off the plateau; 0.5 margin: -0.40, -1.40, -2.40 on it.
-    cells = ["5.000 (+0.60)", *(f"{5.0 + i:.3f} ({0.6 - i:+.2f}) — **on its plateau**" for i in range(1, 4))]
+    # 0.60 below H: off the plateau; 0.40, 1.40, 2.40 above it (the margin is 0.5): on it.
+    cells = [
+        "5.000 (0.60 below H)",
+        *(f"{5.0 + i:.3f} ({i - 0.6:.2f} above H) — **on its plateau**" for i in range(1, 4)),
+    ]
     for cell, (name, method) in zip(cells, METHODS.items()):
         assert rows[name] == f"| {name} | {cell} | 0.750 | 0.500 | 7 / 6 (of 64) | {method.demo_confounds} |"
     assert "H = 5.60 nats" in text
