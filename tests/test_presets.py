@@ -220,6 +220,7 @@ def test_a_model_from_scratch_without_optimisation_flags_gets_its_small_run_pres
         assert args.preset == f"{method}-small" and f"Preset {method}-small" in log.out
         assert training_args.learning_rate == small["small"]["learning_rate"].value
         assert training_args.warmup_steps == small["small"]["warmup_steps"].value
+        assert (training_args.per_device_train_batch_size, args.block_size) == (32, 64)
     args, _ = parse_arguments(["--method", "mae_lm", *out], device=CPU)
     assert args.preset == "mae_lm-tiny"
 
