@@ -10,8 +10,7 @@ embedded corpus holds. Every third page (experiments/tasks.py's `task_pages`) is
 file, and its paragraphs make the task (which part of the documentation a paragraph comes from, 4 balanced classes).
 Each run passes the CLI no learning rate, warm-up, schedule or vocabulary, only the batch and block of the budget
 table in docs/pretraining.md (one tiny mlm run not even those); TaCL continues the tiny mlm model with its own
-defaults. Every command runs once: a
-rerun skips the runs, analysis and fine-tuning already finished under --root. The results go to
+defaults. A rerun skips the runs, analysis and fine-tuning already finished under --root. The results go to
 experiments/scan/small_run_acceptance.json.
 """
 
