@@ -4,6 +4,8 @@ import json
 import re
 import signal
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -261,8 +263,6 @@ def test_the_biphasic_card_says_which_phases_ran(bert, tmp_path):
 
 
 def test_a_resume_does_not_call_a_tied_weight_missing(tmp_path):
-    from types import SimpleNamespace
-
     from transformers import trainer as trainer_module
 
     from hf_encoders.training.trainer import PretrainingTrainer
@@ -513,7 +513,20 @@ def test_the_first_sigint_says_at_once_that_training_stops_after_the_step():
         "SIGINT received: training stops after the current step and saves a checkpoint to resume from (Ctrl-C "
         "again stops at once, without it).\n"
     )
-    assert callback.received == "SIGINT"
+    assert (callback.received, callback.number) == ("SIGINT", signal.SIGINT)
+
+
+def test_a_rank_stopped_by_another_ranks_signal_exits_with_that_signals_status(monkeypatch):
+    """Under torchrun the ranks reduce the signal's number: a rank that received none stops with the others, and
+    `pretrain` exits 128 + the number the other rank received."""
+    monkeypatch.setattr(preemption, "reduced_over_ranks", lambda tensor, op: torch.tensor([int(signal.SIGTERM)]))
+    callback = PreemptionCallback()
+    assert callback.stop_requested(SimpleNamespace(world_size=2, device="cpu"))
+    assert (callback.received, callback.number) == ("a signal to another rank", signal.SIGTERM)
+    result = pretrain_module.PretrainResult(
+        None, Path("out"), Path("out"), stopped_by=callback.received, stop_signal=callback.number
+    )
+    assert result.exit_status == 143
 
 
 def test_a_ctrl_c_no_command_catches_ends_the_script_in_one_line(monkeypatch, capsys):

@@ -178,11 +178,18 @@ class PretrainResult:
     encoder_dir: Path  # what fine-tuning loads: output_dir itself, or TaCL's exported student
     plots: list[Path] = field(default_factory=list)
     stopped_by: str | None = None  # the signal that stopped the run before its end (SIGINT, SIGTERM)
+    stop_signal: int = 0  # its number
     average_dir: Path | None = None  # the moving average of the weights, with --ema_decay
 
     @property
     def preempted(self) -> bool:
         return self.stopped_by is not None
+
+    @property
+    def exit_status(self) -> int:
+        """0 for a finished run; 128 + the signal's number for a stopped one, as the shell says of a command a signal
+        ended (130 for Ctrl-C), so that `pretrain ... && evaluate ...` does not go on without a final model."""
+        return 128 + self.stop_signal if self.preempted else 0
 
     def summary(self) -> str:
         """The run's last line: where the model to fine-tune, its card and its plots are."""
@@ -526,7 +533,9 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
     output_dir = Path(training_args.output_dir)
     if preemption.received:
         # Not the end of training: no final model, card or push; the checkpoint just saved is where it resumes.
-        return PretrainResult(trainer, output_dir, output_dir, stopped_by=preemption.received)
+        return PretrainResult(
+            trainer, output_dir, output_dir, stopped_by=preemption.received, stop_signal=preemption.number
+        )
     trainer.save_model()
     encoder_dir, average_dir = output_dir, None
     plots = [output_dir / "loss_curve.png"]
@@ -700,4 +709,4 @@ def main(argv: list[str] | None = None) -> int:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()
-    return 0
+    return result.exit_status
