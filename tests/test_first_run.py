@@ -636,13 +636,25 @@ def test_a_long_corpus_keeps_its_tokenising_bar():
         (["--max_steps", "20000"], 200),
         (["--max_steps", "1000000"], 500),  # a long run keeps Trainer's interval
         (["--max_steps", "200", "--logging_steps", "7"], 7),  # the user's
-        (["--num_train_epochs", "1"], 500),  # no length to choose from: Trainer's
+        (["--num_train_epochs", "1"], 500),  # no length yet: chosen once the data is known (next test)
         (["--preset", "biphasic-210m", "--use_cpu"], 420),  # the preset's 42,000 steps
     ],
 )
 def test_a_run_of_known_length_logs_about_a_hundred_points_unless_told(tmp_path, flags, interval):
     argv = ["--output_dir", str(tmp_path), *(() if "--preset" in flags else ("--method", "mlm")), *flags]
     assert pretrain_module.parse_arguments(argv)[1].logging_steps == interval
+
+
+@pytest.mark.parametrize("flags", [(), ("--logging_steps", "7")])
+def test_a_run_of_epochs_logs_about_a_hundred_points_unless_told(tmp_path, flags):
+    folder = tmp_path / "run"
+    argv = tiny_argv(folder, "mlm", "--max_steps", "-1", "--num_train_epochs", "1", "--max_documents", "10", *flags)
+    assert main(argv) == 0
+    log_history = json.loads((folder / "log_history.json").read_text())
+    steps = log_history[-1]["step"]  # the end-of-run summary's
+    assert steps > 100  # long enough that Trainer's interval is not every step
+    interval = int(flags[1]) if flags else -(-steps // 100)
+    assert [entry["step"] for entry in log_history if "loss" in entry] == list(range(interval, steps + 1, interval))
 
 
 def test_a_short_runs_loss_curve_has_a_point_per_step_and_its_console_ten_of_them(tmp_path, capsys):
