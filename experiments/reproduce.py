@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -53,6 +54,10 @@ B1_FINETUNE_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 MINILM_FINETUNE_RATE, SCRATCH_FINETUNE_RATE, CONTINUED_FINETUNE_RATE = 1e-4, 3e-4, 1e-3
 B2E_FINETUNE_RATES = (1e-3, 3e-3)
 
+# The exit statuses that are no failure: 0, and a pretrain's stopped by SIGINT or SIGTERM (128 + the signal's number),
+# which leaves a checkpoint to resume from.
+NOT_FAILED = (0, 128 + signal.SIGINT, 128 + signal.SIGTERM)
+
 
 class Runner:
     """Runs `hf-encoders` subcommands offline, once per output, and keeps each step's wall time."""
@@ -75,8 +80,10 @@ class Runner:
         print(f"\n$ hf-encoders {' '.join(arguments)}", flush=True)
         environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         with self.measured(done.parent, done):
-            subprocess.run([sys.executable, "-m", "hf_encoders", *arguments], check=True, env=environment)
-        if not done.exists():  # a preempted pretrain exits 0 with a checkpoint and no final model
+            completed = subprocess.run([sys.executable, "-m", "hf_encoders", *arguments], check=False, env=environment)
+            if completed.returncode not in NOT_FAILED:
+                completed.check_returncode()
+        if not done.exists():  # a pretrain stopped by a signal leaves a checkpoint and no final model
             raise SystemExit(f"{done.parent} stopped before it finished; run the same command again to resume it.")
         return done.parent
 

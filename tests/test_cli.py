@@ -158,8 +158,10 @@ def test_debug_shows_the_traceback(tmp_path):
         )
 
 
-def test_sigterm_ends_the_script_with_a_complete_checkpoint_and_exit_0(tmp_path):
-    """What SLURM or a preemptible cloud sends: the run finishes its step, saves, says how to resume, exits 0."""
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_the_script_with_a_complete_checkpoint_and_the_shells_exit_status(stop, tmp_path):
+    """SIGTERM (what SLURM or a preemptible cloud sends) or Ctrl-C: the run finishes its step, saves, says how to
+    resume, and exits 128 + the signal's number, so that `pretrain ... && evaluate ...` stops there."""
     output_dir = tmp_path / "out"
     argv = [
         *tiny_pretrain_argv(output_dir)[1:],
@@ -176,9 +178,14 @@ def test_sigterm_ends_the_script_with_a_complete_checkpoint_and_exit_0(tmp_path)
         for line in run.stdout:  # the first training log: it is training
             if "'loss'" in line:
                 break
-        run.send_signal(signal.SIGTERM)
-        _, stderr = run.communicate(timeout=300)
-    assert run.returncode == 0, stderr[-2000:]
+        run.send_signal(stop)
+        stdout, stderr = run.communicate(timeout=300)
+    assert run.returncode == 128 + stop, stderr[-2000:]  # 143, 130
+    assert f"Stopped by {stop.name} after step" in stderr
+    assert stdout.splitlines()[-1] == (
+        f"hf-encoders pretrain: stopped early, no final model; {output_dir} holds the checkpoint to continue from "
+        "with --resume_from_checkpoint true."
+    )
     assert "continue with --resume_from_checkpoint true" in stderr
     checkpoints = list(output_dir.glob("checkpoint-*"))
     assert len(checkpoints) == 1 and (checkpoints[0] / "trainer_state.json").exists()

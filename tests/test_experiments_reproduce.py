@@ -37,10 +37,12 @@ class FakeCommands:
             (output / "checkpoint-4" / "trainer_state.json").write_text("{}")
         elif outcome == "partial":
             (output / "checkpoint-8").mkdir(parents=True)
+        elif outcome == "failed":
+            return subprocess.CompletedProcess(command, 2)
         else:
             output.mkdir(parents=True, exist_ok=True)
             (output / "log_history.json").write_text("[]")
-        return subprocess.CompletedProcess(command, 0)
+        return subprocess.CompletedProcess(command, 143 if outcome == "preempted" else 0)
 
 
 def settings(folder: Path, *arguments: str) -> argparse.Namespace:
@@ -87,7 +89,7 @@ def test_an_interrupted_arm_resumes_from_its_last_complete_checkpoint(runner, mo
     for _ in range(2):  # two sessions end without a final model: the script stops and says how to go on
         with pytest.raises(SystemExit, match="stopped before it finished; run the same command again to resume"):
             pretrain(runner)
-        # The preempted command exited normally, but the step has not run to its end.
+        # The step has not run to its end.
         assert json.loads((runner.root / "timings.json").read_text())["pretrain/arm"]["finished"] is False
     assert pretrain(runner) == runner.root / "pretrain" / "arm"
     first, second, third = commands.calls
@@ -102,6 +104,13 @@ def test_an_interrupted_arm_resumes_from_its_last_complete_checkpoint(runner, mo
     assert list(timings) == ["pretrain/arm"]
     assert timings["pretrain/arm"]["experiment"] == "M" and timings["pretrain/arm"]["sessions"] == 3
     assert timings["pretrain/arm"]["finished"] is True
+
+
+def test_a_failed_command_stops_the_script_with_its_exit_status(runner, monkeypatch):
+    monkeypatch.setattr(reproduce.subprocess, "run", FakeCommands(["failed"]))
+    with pytest.raises(subprocess.CalledProcessError) as failed:
+        pretrain(runner)
+    assert failed.value.returncode == 2
 
 
 def test_an_arm_whose_steps_its_validations_do_not_divide_is_refused_before_it_runs(b1_runner, calls):

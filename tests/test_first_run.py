@@ -4,6 +4,8 @@ import json
 import re
 import signal
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -261,8 +263,6 @@ def test_the_biphasic_card_says_which_phases_ran(bert, tmp_path):
 
 
 def test_a_resume_does_not_call_a_tied_weight_missing(tmp_path):
-    from types import SimpleNamespace
-
     from transformers import trainer as trainer_module
 
     from hf_encoders.training.trainer import PretrainingTrainer
@@ -513,7 +513,20 @@ def test_the_first_sigint_says_at_once_that_training_stops_after_the_step():
         "SIGINT received: training stops after the current step and saves a checkpoint to resume from (Ctrl-C "
         "again stops at once, without it).\n"
     )
-    assert callback.received == "SIGINT"
+    assert (callback.received, callback.number) == ("SIGINT", signal.SIGINT)
+
+
+def test_a_rank_stopped_by_another_ranks_signal_exits_with_that_signals_status(monkeypatch):
+    """Under torchrun the ranks reduce the signal's number: a rank that received none stops with the others, and
+    `pretrain` exits 128 + the number the other rank received."""
+    monkeypatch.setattr(preemption, "reduced_over_ranks", lambda tensor, op: torch.tensor([int(signal.SIGTERM)]))
+    callback = PreemptionCallback()
+    assert callback.stop_requested(SimpleNamespace(world_size=2, device="cpu"))
+    assert (callback.received, callback.number) == ("a signal to another rank", signal.SIGTERM)
+    result = pretrain_module.PretrainResult(
+        None, Path("out"), Path("out"), stopped_by=callback.received, stop_signal=callback.number
+    )
+    assert result.exit_status == 143
 
 
 def test_a_ctrl_c_no_command_catches_ends_the_script_in_one_line(monkeypatch, capsys):
@@ -623,13 +636,25 @@ def test_a_long_corpus_keeps_its_tokenising_bar():
         (["--max_steps", "20000"], 200),
         (["--max_steps", "1000000"], 500),  # a long run keeps Trainer's interval
         (["--max_steps", "200", "--logging_steps", "7"], 7),  # the user's
-        (["--num_train_epochs", "1"], 500),  # no length to choose from: Trainer's
+        (["--num_train_epochs", "1"], 500),  # no length yet: chosen once the data is known (next test)
         (["--preset", "biphasic-210m", "--use_cpu"], 420),  # the preset's 42,000 steps
     ],
 )
 def test_a_run_of_known_length_logs_about_a_hundred_points_unless_told(tmp_path, flags, interval):
     argv = ["--output_dir", str(tmp_path), *(() if "--preset" in flags else ("--method", "mlm")), *flags]
     assert pretrain_module.parse_arguments(argv)[1].logging_steps == interval
+
+
+@pytest.mark.parametrize("flags", [(), ("--logging_steps", "7")])
+def test_a_run_of_epochs_logs_about_a_hundred_points_unless_told(tmp_path, flags):
+    folder = tmp_path / "run"
+    argv = tiny_argv(folder, "mlm", "--max_steps", "-1", "--num_train_epochs", "1", "--max_documents", "10", *flags)
+    assert main(argv) == 0
+    log_history = json.loads((folder / "log_history.json").read_text())
+    steps = log_history[-1]["step"]  # the end-of-run summary's
+    assert steps > 100  # long enough that Trainer's interval is not every step
+    interval = int(flags[1]) if flags else -(-steps // 100)
+    assert [entry["step"] for entry in log_history if "loss" in entry] == list(range(interval, steps + 1, interval))
 
 
 def test_a_short_runs_loss_curve_has_a_point_per_step_and_its_console_ten_of_them(tmp_path, capsys):

@@ -26,15 +26,16 @@ class PreemptionCallback(TrainerCallback):
 
     def __init__(self):
         self.received: str | None = None  # the name of the signal that stopped the run
+        self.number = 0  # its number (on every rank, the one another rank received), for the exit status 128 + it
         self._previous = {}
 
     def on_train_begin(self, args, state, control, **kwargs):
-        self.received = None
+        self.received, self.number = None, 0
         if threading.current_thread() is threading.main_thread():  # Python sets handlers from the main thread only
             self._previous = {number: signal.signal(number, self._handle) for number in self.SIGNALS}
 
     def _handle(self, number, frame):
-        self.received = signal.Signals(number).name
+        self.received, self.number = signal.Signals(number).name, number
         signal.signal(number, self._previous.get(number, signal.SIG_DFL))
         # Said at once: a slow step can take a while, and a user who hears nothing presses Ctrl-C again.
         again = " (Ctrl-C again stops at once, without it)" if number == signal.SIGINT else ""
@@ -51,12 +52,12 @@ class PreemptionCallback(TrainerCallback):
     def stop_requested(self, args) -> bool:
         requested = self.received is not None
         if args.world_size > 1:
-            flag = reduced_over_ranks(
-                torch.tensor([int(requested)], device=args.device), torch.distributed.ReduceOp.MAX
-            )
-            if flag.item() and not requested:
-                self.received = "a signal to another rank"
-            requested = bool(flag.item())
+            number = reduced_over_ranks(
+                torch.tensor([self.number], device=args.device), torch.distributed.ReduceOp.MAX
+            ).item()
+            if number and not requested:
+                self.received, self.number = "a signal to another rank", number
+            requested = bool(number)
         return requested
 
     def on_train_end(self, args, state, control, **kwargs):

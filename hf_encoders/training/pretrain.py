@@ -5,6 +5,7 @@ hf-encoders pretrain --method mae_lm --output_dir out/mae --max_steps 1000 --per
 
 import argparse
 import json
+import math
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
@@ -178,11 +179,18 @@ class PretrainResult:
     encoder_dir: Path  # what fine-tuning loads: output_dir itself, or TaCL's exported student
     plots: list[Path] = field(default_factory=list)
     stopped_by: str | None = None  # the signal that stopped the run before its end (SIGINT, SIGTERM)
+    stop_signal: int = 0  # its number
     average_dir: Path | None = None  # the moving average of the weights, with --ema_decay
 
     @property
     def preempted(self) -> bool:
         return self.stopped_by is not None
+
+    @property
+    def exit_status(self) -> int:
+        """0 for a finished run; 128 + the signal's number for a stopped one, as the shell says of a command a signal
+        ended (130 for Ctrl-C), so that `pretrain ... && evaluate ...` does not go on without a final model."""
+        return 128 + self.stop_signal if self.preempted else 0
 
     def summary(self) -> str:
         """The run's last line: where the model to fine-tune, its card and its plots are."""
@@ -386,9 +394,14 @@ def schedule_callbacks(args: PretrainArguments) -> list[TrainerCallback]:
 
 
 def build_trainer(
-    args: PretrainArguments, training_args: TrainingArguments, resume_from_checkpoint: str | None = None
+    args: PretrainArguments,
+    training_args: TrainingArguments,
+    resume_from_checkpoint: str | None = None,
+    choose_logging_steps: bool = False,
 ) -> Trainer:
-    """Everything `pretrain` trains with: corpus, tokenizer, model, data, collator and callbacks of the method."""
+    """Everything `pretrain` trains with: corpus, tokenizer, model, data, collator and callbacks of the method. With
+    `choose_logging_steps` (a run of epochs whose user gave no --logging_steps), the logging interval is chosen from
+    the run's length once the data is known (loss_curves.default_logging_steps)."""
     recipe = get_recipe(args.method)
     recipe.check_arguments(args)  # the options as given, before a resumed run reads its own tokenizer
     if resume_from_checkpoint is not None:
@@ -467,6 +480,8 @@ def build_trainer(
             CompleteUploadCallback(card_writer(recipe, args, training_args, data.corpus_report, model, tokenizer)),
         ],
     )
+    if choose_logging_steps and not args.streaming:  # Trainer refuses a stream without --max_steps
+        training_args.logging_steps = default_logging_steps(epoch_run_steps(trainer))
     print_about_ten_lines(trainer)
     trainer.corpus_report = data.corpus_report  # for the final card, and the log of what the run read
     if training_args.push_to_hub:  # Trainer has created the repository, and knows its id, by now
@@ -476,6 +491,14 @@ def build_trainer(
         )
         trainer.add_callback(CheckpointBranchCallback(trainer.hub_model_id, write_card))
     return trainer
+
+
+def epoch_run_steps(trainer: Trainer) -> int:
+    """The optimizer steps of a run of --num_train_epochs, as Trainer counts them: its training dataloader's batches
+    (on this rank) in steps of --gradient_accumulation_steps, times the epochs."""
+    args = trainer.args
+    batches = len(trainer.get_train_dataloader())
+    return math.ceil(args.num_train_epochs * math.ceil(batches / args.gradient_accumulation_steps))
 
 
 def save_average(trainer: Trainer, recipe, output_dir: Path, write_card) -> Path | None:
@@ -511,10 +534,15 @@ def one_progress_bar():
             logging.enable_progress_bar()
 
 
-def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> PretrainResult:
+def pretrain(
+    args: PretrainArguments, training_args: TrainingArguments, choose_logging_steps: bool = False
+) -> PretrainResult:
+    """The run, to its end or to a signal (see PreemptionCallback); `choose_logging_steps`: see build_trainer."""
     recipe = get_recipe(args.method)
     checkpoint = resolve_resume(training_args.resume_from_checkpoint, training_args.output_dir)
-    trainer = build_trainer(args, training_args, resume_from_checkpoint=checkpoint)
+    trainer = build_trainer(
+        args, training_args, resume_from_checkpoint=checkpoint, choose_logging_steps=choose_logging_steps
+    )
     preemption = next(
         callback for callback in trainer.callback_handler.callbacks if isinstance(callback, PreemptionCallback)
     )
@@ -526,7 +554,9 @@ def pretrain(args: PretrainArguments, training_args: TrainingArguments) -> Pretr
     output_dir = Path(training_args.output_dir)
     if preemption.received:
         # Not the end of training: no final model, card or push; the checkpoint just saved is where it resumes.
-        return PretrainResult(trainer, output_dir, output_dir, stopped_by=preemption.received)
+        return PretrainResult(
+            trainer, output_dir, output_dir, stopped_by=preemption.received, stop_signal=preemption.number
+        )
     trainer.save_model()
     encoder_dir, average_dir = output_dir, None
     plots = [output_dir / "loss_curve.png"]
@@ -592,9 +622,17 @@ def given_options(argv: list[str]) -> dict:
 
 
 def parse_arguments(argv: list[str], device: Device | None = None) -> tuple[PretrainArguments, TrainingArguments]:
+    """The run's arguments (read_command_line)."""
+    args, training_args, _ = read_command_line(argv, device)
+    return args, training_args
+
+
+def read_command_line(
+    argv: list[str], device: Device | None = None
+) -> tuple[PretrainArguments, TrainingArguments, dict]:
     """The command line (or one JSON file of options) over the defaults of its layers, lowest first: the parser's,
     the preset's (`--preset`, or a model from scratch's small-run preset: training/presets.py), the fast settings of
-    `device` (default: the one the run trains on; training/fast_path.py)."""
+    `device` (default: the one the run trains on; training/fast_path.py); and the options it gave, by name."""
     parser = pretrain_parser()
     if any(argument == "--init" or argument.startswith("--init=") for argument in argv):
         parser.error(
@@ -616,7 +654,7 @@ def parse_arguments(argv: list[str], device: Device | None = None) -> tuple[Pret
         **training_defaults(device, fp8=given.get("fp8", False)),
     }
     max_steps = given.get("max_steps", defaults.get("max_steps", -1))
-    if max_steps > 0 and "logging_steps" not in given:  # a run of epochs has no length to choose from yet
+    if max_steps > 0 and "logging_steps" not in given:  # a run of epochs chooses once its data is known
         defaults["logging_steps"] = default_logging_steps(max_steps)
     if from_json:
         args, training_args = parser.parse_dict({**defaults, **given})
@@ -628,7 +666,7 @@ def parse_arguments(argv: list[str], device: Device | None = None) -> tuple[Pret
         args, training_args = parser.parse_args_into_dataclasses(argv)
     if preset:
         args = fit_preset(preset, given, args, training_args)
-    return args, training_args
+    return args, training_args, given
 
 
 def chosen_preset(given: dict) -> Preset | None:
@@ -683,8 +721,9 @@ def log_preset(args: PretrainArguments, training_args: TrainingArguments) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, training_args = parse_arguments(sys.argv[1:] if argv is None else argv)
-    result = pretrain(args, training_args)
+    args, training_args, given = read_command_line(sys.argv[1:] if argv is None else argv)
+    choose_logging_steps = training_args.max_steps <= 0 and "logging_steps" not in given
+    result = pretrain(args, training_args, choose_logging_steps=choose_logging_steps)
     if result.preempted:  # here, not in `pretrain`: a caller such as the demo resumes its own way
         logger.warning(
             f"Stopped by {result.stopped_by} after step {result.trainer.state.global_step}, with a complete "
@@ -700,4 +739,4 @@ def main(argv: list[str] | None = None) -> int:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()
-    return 0
+    return result.exit_status
