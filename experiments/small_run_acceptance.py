@@ -9,9 +9,9 @@ The corpus is Python 3.11's documentation (experiments/corpus.py) less its langu
 embedded corpus holds. Every third page (experiments/tasks.py's `task_pages`) is held out: its text is the validation
 file, and its paragraphs make the task (which part of the documentation a paragraph comes from, 4 balanced classes).
 Each run passes the CLI no learning rate, warm-up, schedule or vocabulary, only the batch and block of the budget
-table in docs/pretraining.md (one tiny mlm run not even those); TaCL continues the tiny mlm model with its own
-defaults. A rerun skips the runs, analysis and fine-tuning already finished under --root. The results go to
-experiments/scan/small_run_acceptance.json.
+table in docs/pretraining.md, which the small-run settings set too (one tiny mlm run Trainer's 8 x 128 instead); TaCL
+continues the tiny mlm model with its own defaults. A rerun skips the runs, analysis and fine-tuning already finished
+under --root. The results go to experiments/scan/small_run_acceptance.json.
 """
 
 import argparse
@@ -27,8 +27,10 @@ HERE = Path(__file__).parent
 RESULTS = HERE / "scan" / "small_run_acceptance.json"  # results/ holds the report's experiments only
 PER_CLASS = {"train": 375, "validation": 70, "test": 70}  # the smallest class (C API) has 515 held-out paragraphs
 HELD_OUT_CHARACTERS = 2000  # of each held-out page: validation blocks enough for a stable loss, evaluated quickly
-# The batch and block of the budget table in docs/pretraining.md; pretrain's own are Trainer's 8 and 128 tokens.
+# The batch and block of the budget table in docs/pretraining.md (the small-run settings' own), and Trainer's.
 BUDGET_TABLE = ("--per_device_train_batch_size", "32", "--block_size", "64")
+TRAINER_BATCH = ("--per_device_train_batch_size", "8", "--block_size", "128")
+PAPER_DECODER = "decoder_locality_slope=0,decoder_value_init_std=0.02"
 # (name, method, --model_size, steps, the run it continues, batch and block); the budgets of the table.
 RUNS = [
     ("mlm-tiny", "mlm", "tiny", 3000, None, BUDGET_TABLE),
@@ -37,7 +39,9 @@ RUNS = [
     ("mlm-small", "mlm", "small", 600, None, BUDGET_TABLE),
     ("biphasic-small", "biphasic", "small", 600, None, BUDGET_TABLE),
     ("mae_lm-tiny", "mae_lm", "tiny", 1500, None, BUDGET_TABLE),
-    ("mlm-tiny-8x128", "mlm", "tiny", 3000, None, ()),  # nothing but --max_steps: pretrain's own batch and block
+    # The paper's decoder, without the two options of MAE-LM's tiny size.
+    ("mae_lm-tiny-paper-decoder", "mae_lm", "tiny", 1500, None, (*BUDGET_TABLE, "--config_overrides", PAPER_DECODER)),
+    ("mlm-tiny-8x128", "mlm", "tiny", 3000, None, TRAINER_BATCH),
 ]
 # The same config and tokenizer as the run, fresh weights: mlm's post-LN BERT, biphasic's pre-LN rotary encoder.
 UNTRAINED = {
@@ -117,7 +121,7 @@ def pretrain(
         "size": size or "tiny",
         "steps": steps,
         "continues": continues,
-        "batch_and_block": " ".join(batch) or "pretrain's own",
+        "batch_and_block": " ".join(batch),
         **json.loads(timing.read_text()),
     }
 

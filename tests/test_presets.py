@@ -225,6 +225,15 @@ def test_a_model_from_scratch_without_optimisation_flags_gets_its_small_run_pres
     assert args.preset == "mae_lm-tiny"
 
 
+def test_a_block_size_schedule_leaves_the_small_run_presets_block_size_out(tmp_path):
+    argv = ["--method", "mlm", "--output_dir", str(tmp_path), "--block_size_schedule", "32:0.5,128:0.5"]
+    args, training_args = parse_arguments([*argv, "--max_steps", "10"], device=CPU)
+    assert args.preset == "mlm-tiny" and args.block_size == 128  # the schedule's longest, not the preset's 64
+    with CaptureLogger(pretrain.logger) as log:
+        pretrain.fit_preset(get_preset("mlm-tiny"), {"block_size_schedule": "32:0.5,128:0.5"}, args, training_args)
+    assert "The preset's --block_size 64 is left out: --block_size_schedule sets it." in log.out
+
+
 @pytest.mark.parametrize("flags", [[], ["--learning_rate", "1e-3"]])
 def test_a_tiny_or_small_mae_lm_has_the_decoder_options_whoever_sets_the_rate(tmp_path, wordpiece_tokenizer, flags):
     """The decoder options are part of MAE-LM's tiny and small sizes, not of their small-run presets: a run that sets

@@ -63,6 +63,8 @@ class Preset:
         micro-batch given (else the preset's)."""
         values = {option: item.value for option, item in self.options.items()}
         values.update(method=self.method, preset=self.name)
+        if given.keys() & BLOCK_SIZE_FROM:
+            values.pop("block_size", None)
         if self.config:
             values["config_overrides"] = self.config_overrides()
         if self.batch_size is None:
@@ -72,6 +74,11 @@ class Preset:
         )
         values["gradient_accumulation_steps"] = self.accumulation(micro_batch, world_size)
         return values
+
+
+# The options that decide a run's block size themselves (a schedule of lengths, a token cache's blocks): a preset's
+# --block_size is then left out.
+BLOCK_SIZE_FROM = {"block_size_schedule", "tokenized_dir"}
 
 
 def presets(small: bool = True) -> dict[str, Preset]:

@@ -58,6 +58,7 @@ from .phased_blocks import data_phases, phased_blocks
 from .plan import as_run, gpu_key, make_plan
 from .preemption import PreemptionCallback
 from .presets import (
+    BLOCK_SIZE_FROM,
     Preset,
     card_lines,
     get_preset,
@@ -696,6 +697,9 @@ def fit_preset(preset: Preset, given: dict, args: PretrainArguments, training_ar
         reason = unread[option].split(" Drop ")[0]  # the advice to drop it is for a flag given, not a preset's value
         logger.warning(f"The preset's --{option} {preset.value(option)} is left out: {reason}")
         args = replace(args, **{option: defaults[option]})
+    if "block_size" in preset.options.keys() - given.keys() and given.keys() & BLOCK_SIZE_FROM:
+        decided_by = " and ".join(f"--{option}" for option in sorted(given.keys() & BLOCK_SIZE_FROM))
+        logger.warning(f"The preset's --block_size {preset.value('block_size')} is left out: {decided_by} sets it.")
     if preset.config and "config_overrides" in unread and "config_overrides" not in given:
         logger.warning(f"The preset's model shape is left out: this run continues {args.starting_checkpoint} as it is.")
         args = replace(args, config_overrides=None)
