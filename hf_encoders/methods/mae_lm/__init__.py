@@ -14,7 +14,7 @@ METHOD = Method(
     config="hf_encoders.models.mae_lm:MaeLmConfig",
     lora_target_modules=("q_proj", "v_proj"),  # the pre-training decoder (dropped at fine-tuning) shares them
     export_note="MAE-LM checkpoints need no export: fine-tune them with --trust_remote_code",
-    demo_confounds="relative position bias, a decoder, no loss on unmasked tokens; from scratch at this budget its "
-    "decoder learns token frequencies before it reads the encoder, so its rank says little about MAE-LM "
-    "(experiments/REPORT.md tests it from a pretrained start)",
+    demo_confounds="relative position bias, a decoder with the tiny size's two options the paper's lacks (a locality "
+    "bias, larger value projections: without them a tiny decoder learns token frequencies and never reads the "
+    "encoder), no loss on unmasked tokens",
 )
