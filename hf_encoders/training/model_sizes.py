@@ -12,10 +12,14 @@ DEFAULT_MODEL_SIZE = "tiny"
 def config_override_pairs(text: str | None) -> list[tuple[str, str]]:
     """The entries of `--config_overrides` as (key, value) strings, as written: no field checked, no value cast (an
     entry without '=' has the value '', for `parse_config_overrides` to refuse)."""
-    return [(key.strip(), value.strip()) for key, _, value in (item.partition("=") for item in _entries(text))]
+    return [
+        (key.strip(), value.strip())
+        for key, _, value in (item.partition("=") for item in config_override_entries(text))
+    ]
 
 
-def _entries(text: str | None) -> list[str]:
+def config_override_entries(text: str | None) -> list[str]:
+    """The comma-separated entries of `--config_overrides`, stripped, empty ones dropped."""
     return [item.strip() for item in (text or "").split(",") if item.strip()]
 
 
@@ -25,7 +29,7 @@ def parse_config_overrides(text: str | None, config_class: type[PreTrainedConfig
     the type of that field's default."""
     defaults = config_class().to_dict()
     overrides = {}
-    for item in filter(None, (part.strip() for part in (text or "").split(","))):
+    for item in config_override_entries(text):
         key, separator, value = (part.strip() for part in item.partition("="))
         if not separator or not key:
             raise ValueError(

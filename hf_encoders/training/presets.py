@@ -135,13 +135,11 @@ def world_size_from_environment() -> int:
 def merged_config_overrides(preset: str | None, given: str | None) -> str | None:
     """The preset's config fields with those `--config_overrides` gives in their place, field by field (an entry
     that is not KEY=VALUE kept as given, for the parser of overrides to refuse)."""
-    entries = {_key(item): item for item in _items(preset)}
-    entries.update({_key(item): item for item in _items(given)})
+    from .model_sizes import config_override_entries
+
+    entries = {_key(item): item for item in config_override_entries(preset)}
+    entries.update({_key(item): item for item in config_override_entries(given)})
     return ",".join(entries.values()) or None
-
-
-def _items(text: str | None) -> list[str]:
-    return [item.strip() for item in (text or "").split(",") if item.strip()]
 
 
 def _key(item: str) -> str:

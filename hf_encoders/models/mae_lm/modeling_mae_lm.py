@@ -41,11 +41,11 @@ from .loss_utils import (
 from .loss_utils import restore_index as compute_restore_index
 from .packed_sequences import Unpadded, check_packed_positions, document_index, worth_unpadding
 from .relative_attention import (
+    DistanceBiasPaths,
     RelativeBias,
     cudnn_nan_free_sdpa,
     flex_attention_unavailable,
     flex_relative_attention,
-    query_blocks_attention,
 )
 from .task_heads import QuestionAnsweringMixin, TokenClassificationMixin
 
@@ -269,7 +269,7 @@ class MaeLmPreTrainedModel(CheckpointMixin, PreTrainedModel):
         )
 
 
-class MaeLmModel(MaeLmPreTrainedModel):
+class MaeLmModel(DistanceBiasPaths, MaeLmPreTrainedModel):
     """The MAE-LM encoder: post-LN layers sharing ONE bucketed relative position bias, computed once per forward
     from `position_ids` (so a compacted input keeps its original distances).
 
@@ -278,9 +278,6 @@ class MaeLmModel(MaeLmPreTrainedModel):
     linearly with the length; shorter ones, and 'eager' at every length, get the whole bias as one mask, which is
     faster where it fits (bench/README.md, "Long context").
     """
-
-    dense_bias_max_length = 1024
-    query_block_size = 512
 
     # Read from a fine-tuned checkpoint (pipeline("feature-extraction"), sentence-transformers), the encoder also
     # leaves the task heads unread.
@@ -351,30 +348,29 @@ class MaeLmModel(MaeLmPreTrainedModel):
         """(mask, attention function) for every layer, computed once per forward and shared by all of them: the dense
         bias of `attention_bias` and the configured implementation, or a `RelativeBias` and the function of
         relative_attention.py that adds it (see the class)."""
-        implementation = self.config._attn_implementation
-        length = position_ids.shape[-1]
-        if implementation == "flex_attention":
-            function = flex_relative_attention
-        elif implementation == "sdpa" and length > self.dense_bias_max_length:
-            function = query_blocks_attention
-        else:
-            return self.attention_bias(position_ids, attention_mask, dtype, documents), None
-        positions = torch.arange(-(self.config.max_position_embeddings - 1), self.config.max_position_embeddings)
-        buckets = relative_position_bucket(
-            positions.to(position_ids.device),
-            self.config.relative_attention_num_buckets,
-            self.config.relative_attention_max_distance,
+
+        def relative_bias() -> RelativeBias:
+            positions = torch.arange(-(self.config.max_position_embeddings - 1), self.config.max_position_embeddings)
+            buckets = relative_position_bucket(
+                positions.to(position_ids.device),
+                self.config.relative_attention_num_buckets,
+                self.config.relative_attention_max_distance,
+            )
+            key_padding = None if attention_mask is None else ~attention_mask.bool()
+            return RelativeBias(
+                self.relative_attention_bias(buckets).T,
+                position_ids,
+                key_padding,
+                documents,
+                self.config.relative_attention_max_distance,
+            )
+
+        return self.distance_bias_attention(
+            self.config._attn_implementation,
+            position_ids.shape[-1],
+            relative_bias,
+            lambda: self.attention_bias(position_ids, attention_mask, dtype, documents),
         )
-        distance_bias = self.relative_attention_bias(buckets).T
-        key_padding = None if attention_mask is None else ~attention_mask.bool()
-        bias = RelativeBias(
-            distance_bias, position_ids, key_padding, documents, self.config.relative_attention_max_distance
-        )
-        if function is query_blocks_attention:
-            bias.gather_query_blocks(self.query_block_size)
-        else:
-            bias.prepare_flex()
-        return bias, function
 
     def forward(
         self,
@@ -442,17 +438,13 @@ def locality_slopes(slope: float, heads: int) -> torch.Tensor:
     return slope * 2.0 ** -torch.arange(heads, dtype=torch.float32)
 
 
-class MaeLmDecoder(nn.Module):
+class MaeLmDecoder(DistanceBiasPaths, nn.Module):
     """The shallow pre-training decoder: bidirectional, no dropout, no relative bias, its own absolute
     positions and embedding LayerNorm. A linear map joins encoder and decoder when their widths differ.
 
     With `config.decoder_locality_slope`, its attention adds a fixed bias, -slope * |distance| per head, through the
     encoder's machinery for a per-distance bias (relative_attention.py: one (heads, distances) table, read by every
     layer, densely, by query blocks or by flex_attention)."""
-
-    # The locality bias's attention paths, as the encoder's (MaeLmModel).
-    dense_bias_max_length = 1024
-    query_block_size = 512
 
     def __init__(self, config: MaeLmConfig):
         super().__init__()
@@ -527,9 +519,9 @@ class MaeLmDecoder(nn.Module):
         document_ids: torch.Tensor | None,
         dtype: torch.dtype,
     ) -> tuple[torch.Tensor | RelativeBias, Callable | None]:
-        """(mask, attention function) for every layer, as `MaeLmModel.relative_attention` picks them for the encoder:
-        the locality bias with padding and other documents blocked, dense for eager and short sdpa inputs, else a
-        `RelativeBias` for relative_attention.py's functions."""
+        """(mask, attention function) for every layer, as the encoder's: the locality bias with padding and other
+        documents blocked, dense for eager and short sdpa inputs, else a `RelativeBias` for relative_attention.py's
+        functions."""
         bias = RelativeBias(
             self.locality_bias(position_ids.device),
             position_ids,
@@ -537,13 +529,13 @@ class MaeLmDecoder(nn.Module):
             document_ids,
             self.config.relative_attention_max_distance,
         )
-        implementation = self.config._attn_implementation
-        if implementation == "flex_attention":
-            return bias.prepare_flex(), flex_relative_attention
-        if implementation == "sdpa" and position_ids.shape[-1] > self.dense_bias_max_length:
-            return bias.gather_query_blocks(self.query_block_size), query_blocks_attention
         queries = slice(0, position_ids.shape[-1])
-        return bias.block_bias(queries, bias.near_bias(queries), dtype), None
+        return self.distance_bias_attention(
+            self.config._attn_implementation,
+            position_ids.shape[-1],
+            lambda: bias,
+            lambda: bias.block_bias(queries, bias.near_bias(queries), dtype),
+        )
 
 
 class MaeLmLMHead(nn.Module):

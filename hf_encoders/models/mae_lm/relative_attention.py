@@ -31,6 +31,7 @@ This file belongs to MAE-LM's flat model folder: it imports only torch and trans
 """
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -298,3 +299,27 @@ def flex_relative_attention(
         **kernel,
     )
     return output.transpose(1, 2).contiguous(), None
+
+
+class DistanceBiasPaths:
+    """The attention path of a layer stack that adds a per-distance bias (the encoder's relative bias, the decoder's
+    locality bias), chosen once per forward and shared by every layer: flex_attention's, query blocks for sdpa past
+    `dense_bias_max_length` tokens, else a dense additive mask with the configured implementation."""
+
+    dense_bias_max_length = 1024
+    query_block_size = 512
+
+    def distance_bias_attention(
+        self,
+        implementation: str,
+        length: int,
+        relative_bias: Callable[[], RelativeBias],
+        dense_bias: Callable[[], torch.Tensor],
+    ) -> tuple[torch.Tensor | RelativeBias, Callable | None]:
+        """(mask, attention function) for every layer: `relative_bias()` prepared for flex_attention or query blocks,
+        or `dense_bias()` and None (the configured implementation)."""
+        if implementation == "flex_attention":
+            return relative_bias().prepare_flex(), flex_relative_attention
+        if implementation == "sdpa" and length > self.dense_bias_max_length:
+            return relative_bias().gather_query_blocks(self.query_block_size), query_blocks_attention
+        return dense_bias(), None
